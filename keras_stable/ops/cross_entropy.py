@@ -1,0 +1,243 @@
+"""Cross-entropies computed in logit space, with masks and ignored labels."""
+
+from keras import ops
+
+from keras_stable.ops._utils import canonical_axis
+from keras_stable.ops._utils import compute_dtype_of
+from keras_stable.ops._utils import dtype_of
+from keras_stable.ops._utils import prepare_mask
+from keras_stable.ops._utils import static_shape
+from keras_stable.ops._utils import to_compute
+from keras_stable.ops.softmax import _safe_log
+from keras_stable.ops.softmax import shifted_logits
+
+_INF = float("inf")
+
+
+def check_label_smoothing(label_smoothing):
+    """Raises a `ValueError` unless `0 <= label_smoothing < 1`."""
+    if isinstance(label_smoothing, bool) or not isinstance(
+        label_smoothing, (int, float)
+    ):
+        raise ValueError(
+            "`label_smoothing` must be a float in [0, 1), got "
+            f"{label_smoothing!r}."
+        )
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(
+            "`label_smoothing` must be in [0, 1), got "
+            f"label_smoothing={label_smoothing}."
+        )
+    return float(label_smoothing)
+
+
+def _check_same_shape(labels, logits):
+    if static_shape(labels) != static_shape(logits):
+        raise ValueError(
+            "`labels` and `logits` must have the same shape, got "
+            f"labels.shape={static_shape(labels)} and "
+            f"logits.shape={static_shape(logits)}."
+        )
+
+
+def softmax_cross_entropy(
+    labels, logits, axis=-1, mask=None, label_smoothing=0.0
+):
+    """Per-example `-sum(labels * log_softmax(logits), axis)`.
+
+    Args:
+        labels: class probabilities (one-hot or soft), same shape as
+            `logits`.
+        logits: unnormalised log-probabilities.
+        axis: int, the class axis.
+        mask: optional boolean tensor broadcastable to `logits`; `False`
+            classes are removed from the softmax.
+        label_smoothing: float in [0, 1): labels become
+            `labels * (1 - label_smoothing) + label_smoothing / n`, where `n`
+            counts only the unmasked, finite classes of the example; masked
+            and `-inf` classes receive no smoothing mass.
+
+    Returns:
+        The loss per example (`axis` reduced), in the float dtype of `logits`.
+
+    Numerical stability:
+        Works on `log_softmax` (shifted by the largest valid logit; half
+        precision computed in float32): no overflow, no `log(0)` of an
+        underflowed probability, no epsilon clip. A class that is masked or
+        has logit `-inf` and a zero label contributes exactly 0 (the
+        built-ins compute `0 * -inf = NaN`), with a zero gradient. A nonzero
+        label on such a class gives `+inf`, the true cross-entropy (the data
+        puts mass on an impossible class), with a finite gradient. An example
+        with no class left (fully masked) gives 0 and a zero gradient.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> labels = np.array([[1.0, 0.0, 0.0]], "float32")
+    >>> logits = np.array([[2.0, -np.inf, 0.0]], "float32")
+    >>> np.round(np.asarray(ops.softmax_cross_entropy(labels, logits)), 6)
+    array([0.126928], dtype=float32)
+    """
+    label_smoothing = check_label_smoothing(label_smoothing)
+    logits, out_dtype = to_compute(logits)
+    labels = ops.convert_to_tensor(labels)
+    _check_same_shape(labels, logits)
+    axis = canonical_axis(axis, len(static_shape(logits)))
+    compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
+    logits = ops.cast(logits, compute)
+    labels = ops.cast(labels, compute)
+    mask = prepare_mask(mask, logits)
+
+    valid, z, total, _ = shifted_logits(logits, axis, mask)
+    nonempty, log_total = _safe_log(total)
+    if label_smoothing:
+        n_valid = ops.sum(ops.cast(valid, compute), axis=axis, keepdims=True)
+        spread = label_smoothing / ops.maximum(n_valid, 1.0)
+        labels = labels * (1.0 - label_smoothing) + ops.where(
+            valid, spread, ops.zeros_like(labels)
+        )
+    zeros = ops.zeros_like(logits)
+    log_probs = ops.where(valid, z - log_total, zeros)
+    # Invalid classes: 0 with a zero label, -inf (loss +inf) otherwise.
+    impossible = ops.where(
+        ops.equal(labels, 0), zeros, ops.full_like(zeros, -_INF)
+    )
+    terms = ops.where(valid, labels * log_probs, impossible)
+    loss = -ops.sum(terms, axis=axis)
+    loss = ops.where(
+        ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss)
+    )
+    return ops.cast(loss, out_dtype)
+
+
+def sparse_softmax_cross_entropy(
+    labels, logits, axis=-1, mask=None, ignore_class=None
+):
+    """Per-example `logsumexp(logits) - logits[label]` for integer labels.
+
+    Args:
+        labels: integer class indices, the shape of `logits` without `axis`.
+        logits: unnormalised log-probabilities.
+        axis: int, the class axis of `logits`.
+        mask: optional boolean tensor broadcastable to `logits`; `False`
+            classes are removed from the softmax.
+        ignore_class: optional int; examples with this label give loss 0 and
+            a zero gradient (it may lie outside `[0, num_classes)`, e.g. -1).
+
+    Returns:
+        The loss per example, the shape of `labels`, in the float dtype of
+        `logits`.
+
+    Numerical stability:
+        `logsumexp` is shifted by the largest valid logit and computed in
+        float32 for half precision; the picked logit is gathered, never
+        taken as `log` of a probability. Integer labels are used as indices
+        and never cast to float (float16 cannot hold 2049 exactly). Ignored
+        examples and examples with no class left (fully masked) give 0 and a
+        zero gradient. A label on a masked or `-inf` class gives `+inf`. A
+        label outside `[0, num_classes)` that is not `ignore_class` gives NaN:
+        never the silent finite value of a clamped or wrapped index (a
+        compiled gather cannot raise).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> logits = np.array([[2.0, -np.inf, 0.0], [1.0, 2.0, 3.0]], "float32")
+    >>> np.round(np.asarray(ops.sparse_softmax_cross_entropy(np.array([0, -1]), logits, ignore_class=-1)), 6)
+    array([0.126928, 0.      ], dtype=float32)
+    """
+    labels = ops.convert_to_tensor(labels)
+    if not dtype_of(labels).startswith(("int", "uint")):
+        raise ValueError(
+            "`labels` must be integer class indices for a sparse "
+            f"cross-entropy, got dtype {dtype_of(labels)} with shape "
+            f"{static_shape(labels)}. Cast them to int32, or use "
+            "`softmax_cross_entropy` for one-hot or soft labels."
+        )
+    logits, out_dtype = to_compute(logits)
+    rank = len(static_shape(logits))
+    axis = canonical_axis(axis, rank)
+    expected = static_shape(logits)[:axis] + static_shape(logits)[axis + 1 :]
+    if static_shape(labels) != expected:
+        raise ValueError(
+            f"`labels` of shape {static_shape(labels)} do not match `logits` "
+            f"of shape {static_shape(logits)} with class axis={axis}: "
+            f"expected labels of shape {expected}."
+        )
+    if ignore_class is not None and (
+        isinstance(ignore_class, bool) or not isinstance(ignore_class, int)
+    ):
+        raise ValueError(
+            f"`ignore_class` must be an int or None, got {ignore_class!r}."
+        )
+    mask = prepare_mask(mask, logits)
+    num_classes = static_shape(logits)[axis]
+
+    valid, z, total, _ = shifted_logits(logits, axis, mask)
+    nonempty, log_total = _safe_log(total)
+    nonempty = ops.squeeze(nonempty, axis=axis)
+    log_total = ops.squeeze(log_total, axis=axis)
+
+    labels = ops.cast(labels, "int32")
+    in_range = ops.logical_and(
+        ops.greater_equal(labels, 0), ops.less(labels, num_classes)
+    )
+    index = ops.expand_dims(
+        ops.where(in_range, labels, ops.zeros_like(labels)), axis
+    )
+    picked_valid = ops.squeeze(ops.take_along_axis(valid, index, axis), axis)
+    zeros = ops.zeros_like(log_total)
+    z_safe = ops.where(valid, z, ops.zeros_like(z))
+    picked = ops.squeeze(ops.take_along_axis(z_safe, index, axis), axis)
+    loss = ops.where(
+        picked_valid, log_total - picked, ops.full_like(zeros, _INF)
+    )
+    loss = ops.where(in_range, loss, ops.full_like(zeros, float("nan")))
+    skip = ops.logical_not(nonempty)
+    if ignore_class is not None:
+        skip = ops.logical_or(skip, ops.equal(labels, ignore_class))
+    loss = ops.where(skip, zeros, loss)
+    return ops.cast(loss, out_dtype)
+
+
+def sigmoid_cross_entropy(labels, logits):
+    """Elementwise binary cross-entropy from logits.
+
+    `-labels * log(sigmoid(x)) - (1 - labels) * log(1 - sigmoid(x))`.
+
+    Args:
+        labels: targets in [0, 1], same shape as `logits`.
+        logits: unnormalised log-odds.
+
+    Returns:
+        The elementwise loss, in the float dtype of `logits`.
+
+    Numerical stability:
+        Uses `max(x, 0) - x * labels + log1p(exp(-|x|))`: `exp` never sees a
+        positive argument, so the value is finite for every finite logit
+        (1e4 gives 1e4, not `inf`) and the gradient is
+        `sigmoid(x) - labels`. No probability is formed or clipped. Half
+        precision is computed in float32. An infinite logit gives `inf` or
+        NaN (`inf - inf`), as the built-ins do.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> np.asarray(ops.sigmoid_cross_entropy(np.array([0.0, 1.0], "float32"), np.array([100.0, 1e4], "float32")))
+    array([100.,   0.], dtype=float32)
+    """
+    logits, out_dtype = to_compute(logits)
+    labels = ops.convert_to_tensor(labels)
+    _check_same_shape(labels, logits)
+    compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
+    logits = ops.cast(logits, compute)
+    labels = ops.cast(labels, compute)
+    loss = (
+        ops.relu(logits)
+        - logits * labels
+        + ops.log1p(ops.exp(-ops.abs(logits)))
+    )
+    return ops.cast(loss, out_dtype)

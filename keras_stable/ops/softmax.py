@@ -1,0 +1,180 @@
+"""Masked, overflow-free logsumexp, softmax and log-softmax."""
+
+from keras import ops
+
+from keras_stable.ops._utils import canonical_axis
+from keras_stable.ops._utils import prepare_mask
+from keras_stable.ops._utils import static_shape
+from keras_stable.ops._utils import to_compute
+from keras_stable.ops._utils import valid_entries
+
+_NEG_INF = float("-inf")
+
+
+def shifted_logits(x, axis, mask):
+    """The shared core of the softmax family.
+
+    Returns `(valid, z, total)` for a float tensor `x`: `valid` marks the
+    entries that take part (unmasked, not `-inf`), `z = x - max` on valid
+    entries and `-inf` elsewhere, and `total = sum(exp(z))` (keepdims),
+    which is 0 exactly for a row with nothing left.
+
+    Only `where` (linear in its selected branch) touches masked entries, so a
+    NaN or huge value under the mask never reaches `exp` or `log` and cannot
+    leak a NaN into the gradient. The max carries no gradient: logsumexp is
+    shift-invariant, so holding it constant is exact.
+    """
+    valid = valid_entries(x, mask)
+    neg_inf = ops.full_like(x, _NEG_INF)
+    row_max = ops.max(ops.where(valid, x, neg_inf), axis=axis, keepdims=True)
+    row_max = ops.where(
+        ops.isfinite(row_max), row_max, ops.zeros_like(row_max)
+    )
+    row_max = ops.stop_gradient(row_max)
+    z = ops.where(valid, x - row_max, neg_inf)
+    total = ops.sum(ops.exp(z), axis=axis, keepdims=True)
+    return valid, z, total, row_max
+
+
+def _prepare(x, axis, mask):
+    x, out_dtype = to_compute(x)
+    axis = canonical_axis(axis, len(static_shape(x)))
+    mask = prepare_mask(mask, x)
+    return x, out_dtype, axis, mask
+
+
+def _safe_log(total):
+    """`log(total)`, and `-inf` with a zero gradient where `total == 0`."""
+    nonempty = ops.greater(total, 0)
+    log_total = ops.log(ops.where(nonempty, total, ops.ones_like(total)))
+    return nonempty, log_total
+
+
+def logsumexp(x, axis=-1, keepdims=False, mask=None):
+    """`log(sum(exp(x), axis))` over the unmasked entries, without overflow.
+
+    Args:
+        x: tensor of logits.
+        axis: int, the axis to reduce.
+        keepdims: keep the reduced axis with size 1.
+        mask: optional boolean tensor broadcastable to `x`; `False` entries are
+            ignored (as if they were `-inf`).
+
+    Returns:
+        The reduced tensor, in the (float) dtype of `x`.
+
+    Numerical stability:
+        Uses `logsumexp(x) = m + log(sum(exp(x - m)))` with `m` the largest
+        valid entry, so nothing overflows for any finite input (float16
+        logits above 11 included: half precision is computed in float32).
+        The gradient is the softmax over the valid entries; masked and `-inf`
+        entries get exactly 0, even when a masked entry holds NaN. A row with
+        nothing left (all masked or all `-inf`) gives `-inf` and a zero
+        gradient, where `keras.ops.logsumexp` gives a NaN gradient. A `+inf`
+        entry gives `+inf`; NaN in a valid entry gives NaN.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> x = np.array([[1000.0, 1000.0], [-np.inf, -np.inf]], "float32")
+    >>> np.asarray(ops.logsumexp(x))
+    array([1000.6932,      -inf], dtype=float32)
+    """
+    x, out_dtype, axis, mask = _prepare(x, axis, mask)
+    valid, _, total, row_max = shifted_logits(x, axis, mask)
+    nonempty, log_total = _safe_log(total)
+    out = ops.where(
+        nonempty, log_total + row_max, ops.full_like(total, _NEG_INF)
+    )
+    # A +inf logit: the shifted sum is inf - inf; the true value is +inf.
+    out = ops.where(
+        ops.any(
+            ops.logical_and(valid, ops.equal(x, float("inf"))),
+            axis=axis,
+            keepdims=True,
+        ),
+        ops.full_like(out, float("inf")),
+        out,
+    )
+    if not keepdims:
+        out = ops.squeeze(out, axis=axis)
+    return ops.cast(out, out_dtype)
+
+
+def softmax(x, axis=-1, mask=None):
+    """`exp(x) / sum(exp(x), axis)` over the unmasked entries.
+
+    Args:
+        x: tensor of logits.
+        axis: int, the axis to normalise over.
+        mask: optional boolean tensor broadcastable to `x`; `False` entries
+            get probability 0.
+
+    Returns:
+        Probabilities of the shape and (float) dtype of `x`.
+
+    Numerical stability:
+        The largest valid logit is subtracted before `exp`, so logits of 1000
+        (float32) or 12 (float16, computed in float32) do not overflow, and
+        the row sum keeps its axis (no silent broadcast along the wrong
+        axis). Masked and `-inf` entries get 0 and a zero gradient, NaN under
+        the mask included. A row with nothing left (all masked or all `-inf`)
+        gives all zeros and a zero gradient, where `keras.ops.softmax` gives
+        NaN.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> x = np.array([[1000.0, 999.0, 0.0], [-np.inf, -np.inf, -np.inf]], "float32")
+    >>> np.round(np.asarray(ops.softmax(x)), 6)
+    array([[0.731059, 0.268941, 0.      ],
+           [0.      , 0.      , 0.      ]], dtype=float32)
+    """
+    x, out_dtype, axis, mask = _prepare(x, axis, mask)
+    valid, z, total, _ = shifted_logits(x, axis, mask)
+    nonempty = ops.greater(total, 0)
+    safe_total = ops.where(nonempty, total, ops.ones_like(total))
+    probs = ops.where(
+        ops.logical_and(valid, nonempty),
+        ops.exp(z) / safe_total,
+        ops.zeros_like(z),
+    )
+    return ops.cast(probs, out_dtype)
+
+
+def log_softmax(x, axis=-1, mask=None):
+    """`x - logsumexp(x, axis)` over the unmasked entries.
+
+    Args:
+        x: tensor of logits.
+        axis: int, the axis to normalise over.
+        mask: optional boolean tensor broadcastable to `x`.
+
+    Returns:
+        Log-probabilities of the shape and (float) dtype of `x`; masked and
+        `-inf` entries are `-inf`.
+
+    Numerical stability:
+        Computed as `(x - m) - log(sum(exp(x - m)))` with `m` the largest valid
+        logit: no `log` of an underflowed probability, no overflow (half
+        precision is computed in float32). The finite entries get the
+        gradient of the log-softmax over the remaining entries; masked and
+        `-inf` entries give `-inf` with a zero gradient, NaN under the mask
+        included. A row with nothing left gives all `-inf` and a zero
+        gradient.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> x = np.array([0.0, 0.0, -np.inf], "float32")
+    >>> np.asarray(ops.log_softmax(x))
+    array([-0.6931472, -0.6931472,       -inf], dtype=float32)
+    """
+    x, out_dtype, axis, mask = _prepare(x, axis, mask)
+    valid, z, total, _ = shifted_logits(x, axis, mask)
+    _, log_total = _safe_log(total)
+    out = ops.where(valid, z - log_total, ops.full_like(z, _NEG_INF))
+    return ops.cast(out, out_dtype)
