@@ -1,0 +1,188 @@
+"""Backend-neutral helpers for tests: gradients, compiled runs, comparisons.
+
+Keras picks its backend at import (`KERAS_BACKEND`), so each pytest process
+tests one backend. `vjp` computes a value and a vector-Jacobian product with
+the backend's own autodiff, eagerly or compiled (TF: `tf.function(
+jit_compile=True)`; JAX: `jax.jit`; torch: eager only), so every numerical
+test can run both ways and compare them.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+BACKEND = keras.backend.backend()
+MODES = ("eager", "compiled") if BACKEND in ("tensorflow", "jax") else ("eager",)
+
+# Per-dtype tolerances (STYLE.md, point 9): rtol, atol.
+TOLERANCES = {
+    "float64": (1e-10, 1e-12),
+    "float32": (1e-5, 1e-6),
+    "float16": (1e-3, 1e-3),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+only_tensorflow = pytest.mark.skipif(
+    BACKEND != "tensorflow", reason="TensorFlow backend only"
+)
+only_jax = pytest.mark.skipif(BACKEND != "jax", reason="JAX backend only")
+only_torch = pytest.mark.skipif(BACKEND != "torch", reason="torch backend only")
+
+
+def to_numpy(x):
+    """Any backend tensor (bfloat16 included) → float64/int/bool NumPy array."""
+    x = keras.ops.convert_to_numpy(keras.ops.convert_to_tensor(x))
+    x = np.asarray(x)
+    if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
+        return x.astype("float64")
+    return x
+
+
+def tensor(x, dtype=None):
+    return keras.ops.convert_to_tensor(np.asarray(x), dtype=dtype)
+
+
+def _vjp_tensorflow(fn, args, wrt, cotangent):
+    import tensorflow as tf
+
+    def run(*args):
+        with tf.GradientTape() as tape:
+            for i in wrt:
+                tape.watch(args[i])
+            out = fn(*args)
+        cot = tf.ones_like(out) if cotangent is None else tf.cast(cotangent, out.dtype)
+        grads = tape.gradient(out, [args[i] for i in wrt], output_gradients=cot)
+        grads = [tf.zeros_like(args[i]) if g is None else g for g, i in zip(grads, wrt)]
+        return out, grads
+
+    return run
+
+
+def _vjp_jax(fn, args, wrt, cotangent):
+    import jax
+    import jax.numpy as jnp
+
+    def run(*args):
+        def partial(*diff_args):
+            full = list(args)
+            for i, a in zip(wrt, diff_args):
+                full[i] = a
+            return fn(*full)
+
+        out, pullback = jax.vjp(partial, *[args[i] for i in wrt])
+        cot = jnp.ones_like(out) if cotangent is None else jnp.asarray(cotangent, out.dtype)
+        return out, list(pullback(cot))
+
+    return run
+
+
+def _vjp_torch(fn, args, wrt, cotangent):
+    import torch
+
+    def run(*args):
+        args = list(args)
+        for i in wrt:
+            args[i] = args[i].detach().clone().requires_grad_(True)
+        out = fn(*args)
+        cot = torch.ones_like(out) if cotangent is None else torch.as_tensor(cotangent).to(out.dtype)
+        if out.requires_grad:
+            grads = torch.autograd.grad(out, [args[i] for i in wrt], grad_outputs=cot, allow_unused=True)
+        else:
+            grads = [None] * len(wrt)
+        grads = [torch.zeros_like(args[i]) if g is None else g for g, i in zip(grads, wrt)]
+        return out.detach(), grads
+
+    return run
+
+
+def vjp(fn, args, wrt=(0,), cotangent=None, mode="eager"):
+    """Returns `(value, [grad for each index in wrt])` as float64 NumPy arrays.
+
+    `cotangent` defaults to ones (the gradient of `sum(fn(*args))`).
+    `mode="compiled"` jit-compiles value and gradient together.
+    """
+    args = [keras.ops.convert_to_tensor(a) for a in args]
+    builder = {"tensorflow": _vjp_tensorflow, "jax": _vjp_jax, "torch": _vjp_torch}[BACKEND]
+    run = builder(fn, args, tuple(wrt), cotangent)
+    if mode == "compiled":
+        if BACKEND == "tensorflow":
+            import tensorflow as tf
+
+            run = tf.function(run, jit_compile=True)
+        elif BACKEND == "jax":
+            import jax
+
+            run = jax.jit(run)
+    out, grads = run(*args)
+    return to_numpy(out), [to_numpy(g) for g in grads]
+
+
+def value(fn, args, mode="eager"):
+    """The value of `fn(*args)` as NumPy, eagerly or compiled."""
+    args = [keras.ops.convert_to_tensor(a) for a in args]
+    run = fn
+    if mode == "compiled":
+        if BACKEND == "tensorflow":
+            import tensorflow as tf
+
+            run = tf.function(fn, jit_compile=True)
+        elif BACKEND == "jax":
+            import jax
+
+            run = jax.jit(fn)
+    return to_numpy(run(*args))
+
+
+def vjp_all_modes(fn, args, wrt=(0,), cotangent=None, dtype="float32"):
+    """`vjp` eagerly and compiled; asserts both agree; returns the eager one."""
+    out, grads = vjp(fn, args, wrt, cotangent, "eager")
+    for mode in MODES[1:]:
+        out_c, grads_c = vjp(fn, args, wrt, cotangent, mode)
+        assert_close(out_c, out, dtype, what=f"{mode} value vs eager")
+        for g_c, g in zip(grads_c, grads):
+            assert_close(g_c, g, dtype, what=f"{mode} gradient vs eager")
+    return out, grads
+
+
+def assert_close(actual, expected, dtype="float32", what="", tol=None):
+    """`allclose` with per-dtype tolerance; NaN/inf must match exactly."""
+    rtol, atol = tol or TOLERANCES[dtype]
+    np.testing.assert_allclose(
+        np.asarray(actual, "float64"),
+        np.asarray(expected, "float64"),
+        rtol=rtol,
+        atol=atol,
+        equal_nan=True,
+        err_msg=what,
+    )
+
+
+def assert_finite(x, what=""):
+    x = np.asarray(x, "float64")
+    bad = ~np.isfinite(x)
+    assert not bad.any(), f"{what}: {bad.sum()} non-finite entries: {x[bad][:5]}"
+
+
+def finite_difference(fn_np, x, eps=1e-6):
+    """Central finite differences of `sum(fn_np(x))` in float64 (NumPy)."""
+    x = np.array(x, "float64")
+    grad = np.zeros_like(x)
+    it = np.nditer(x, flags=["multi_index"])
+    for _ in it:
+        idx = it.multi_index
+        xp, xm = x.copy(), x.copy()
+        xp[idx] += eps
+        xm[idx] -= eps
+        grad[idx] = (np.sum(fn_np(xp)) - np.sum(fn_np(xm))) / (2 * eps)
+    return grad
+
+
+def float64_enabled():
+    """Context in which float64 tensors stay float64 (JAX needs x64 mode)."""
+    import contextlib
+
+    if BACKEND == "jax":
+        import jax
+
+        return jax.enable_x64(True)
+    return contextlib.nullcontext()

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The test command: the suite once per Keras backend, then the docs build.
+# Extra arguments go to pytest (e.g. `bash tests/run.sh -m "not examples"`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+status=0
+for backend in tensorflow jax torch; do
+    echo "=== KERAS_BACKEND=$backend ==="
+    KERAS_BACKEND=$backend python -m pytest -q "$@" || status=1
+done
+if [ -f mkdocs.yml ]; then
+    echo "=== mkdocs build --strict ==="
+    mkdocs build --strict --site-dir "${TMPDIR:-/tmp}/keras_stable_site" || status=1
+fi
+exit $status
