@@ -1,1 +1,19 @@
+"""Stateful metrics, exact across batches and replicas, NaN-free.
 
+Their state is sums and counts (float32, sum-aggregated), so the result over
+several batches equals the result over their concatenation.
+"""
+
+from keras_stable.metrics.masked_multi_task_distance import (
+    MaskedMultiTaskDistance,
+)
+from keras_stable.metrics.stable_cross_entropy import StableCrossEntropy
+from keras_stable.metrics.stable_sparse_cross_entropy import (
+    StableSparseCrossEntropy,
+)
+
+__all__ = [
+    "MaskedMultiTaskDistance",
+    "StableCrossEntropy",
+    "StableSparseCrossEntropy",
+]

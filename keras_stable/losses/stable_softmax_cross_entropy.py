@@ -1,0 +1,124 @@
+"""Categorical cross-entropy for one-hot or soft labels, in logit space."""
+
+from keras import ops
+
+from keras_stable import ops as stable_ops
+from keras_stable._serialization import register
+from keras_stable.losses._base import StableLoss
+from keras_stable.losses._base import check_bool
+from keras_stable.losses._base import safe_log
+from keras_stable.ops.cross_entropy import check_label_smoothing
+
+
+def _check_axis(axis):
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise ValueError(f"`axis` must be an int, got {axis!r}.")
+    return axis
+
+
+def class_log_scores(y_pred, from_logits):
+    """Logits as given, or `log(p)` (`-inf` at p = 0, no epsilon clip)."""
+    y_pred = ops.convert_to_tensor(y_pred)
+    if not from_logits:
+        y_pred = safe_log(ops.cast(y_pred, "float32"))
+    return y_pred
+
+
+@register
+class StableSoftmaxCrossEntropy(StableLoss):
+    """Softmax cross-entropy for one-hot or soft labels, NaN-free.
+
+    Per example, `loss = -sum(y_true * log_softmax(y_pred), axis)`, then the
+    Keras `reduction` (a mean over the examples by default). With
+    `label_smoothing = s`, labels become `y_true * (1 - s) + s / n`, `n`
+    counting only the classes whose logit is finite (smoothing mass never goes
+    to a class that cannot occur). With `from_logits=False`, `y_pred` holds
+    probabilities and the loss is computed from `log(y_pred)` (renormalised
+    over the class axis, as Keras does).
+
+    This is the thin class over `keras_stable.ops.softmax_cross_entropy`.
+
+    Args:
+        from_logits: whether `y_pred` holds logits (default) or
+            probabilities.
+        label_smoothing: float in [0, 1).
+        axis: int, the class axis.
+        reduction: a Keras reduction: `"sum_over_batch_size"` (default),
+            `"sum"`, `"mean"`, `"mean_with_sample_weight"` or `"none"`.
+        name: optional name of the loss.
+        dtype: dtype of the result, float32 by default (also under a
+            `mixed_float16` / `mixed_bfloat16` policy).
+
+    Call arguments:
+        y_true: class probabilities, the shape of `y_pred` (integer one-hot
+            labels are accepted).
+        y_pred: logits (or probabilities), any float dtype.
+        sample_weight: optional weights broadcast onto the per-example
+            losses from their leading axes, e.g. `(batch,)`.
+
+    Numerical stability:
+        Computed in float32 from `log_softmax` (the largest logit is
+        subtracted first), so float16 logits above 11 or float32 logits
+        above 88 do not overflow, and no probability is clipped. A class with
+        logit `-inf` (or probability 0) and label 0 contributes exactly 0 and
+        gets a zero gradient, where `keras.losses.CategoricalCrossentropy`
+        gives NaN. A nonzero label on such a class gives `+inf` - the honest
+        value - rather than Keras's `-log(1e-7) = 16.12` with a zero gradient;
+        the gradient with respect to that probability is 0 (`log` has no
+        derivative at 0), the other classes get their true, finite gradient.
+        An example whose weight is 0 contributes exactly 0 even when its loss
+        is `inf`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_stable
+    >>> loss = keras_stable.losses.StableSoftmaxCrossEntropy()
+    >>> y_true = np.array([[1.0, 0.0, 0.0]], "float32")
+    >>> y_pred = np.array([[2.0, -np.inf, 0.0]], "float32")
+    >>> print(f"{float(loss(y_true, y_pred)):.6f}")
+    0.126928
+    """
+
+    def __init__(
+        self,
+        from_logits=True,
+        label_smoothing=0.0,
+        axis=-1,
+        reduction="sum_over_batch_size",
+        name="stable_softmax_cross_entropy",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.from_logits = check_bool(from_logits, "from_logits")
+        self.label_smoothing = check_label_smoothing(label_smoothing)
+        self.axis = _check_axis(axis)
+
+    def compute_per_example(self, y_true, y_pred, sample_weight):
+        y_true = ops.convert_to_tensor(y_true)
+        logits = class_log_scores(y_pred, self.from_logits)
+        if tuple(y_true.shape) != tuple(logits.shape):
+            raise ValueError(
+                "`y_true` and `y_pred` must have the same shape (one-hot or "
+                f"soft labels), got y_true.shape={tuple(y_true.shape)} and "
+                f"y_pred.shape={tuple(logits.shape)}. For integer class "
+                "indices use `StableSparseSoftmaxCrossEntropy`."
+            )
+        values = stable_ops.softmax_cross_entropy(
+            y_true,
+            logits,
+            axis=self.axis,
+            label_smoothing=self.label_smoothing,
+        )
+        return values, sample_weight, None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "from_logits": self.from_logits,
+                "label_smoothing": self.label_smoothing,
+                "axis": self.axis,
+            }
+        )
+        return config

@@ -1,0 +1,69 @@
+"""Mean softmax cross-entropy of one-hot or soft labels, as a metric."""
+
+from keras_stable._serialization import register
+from keras_stable.losses.stable_softmax_cross_entropy import (
+    StableSoftmaxCrossEntropy,
+)
+from keras_stable.metrics._base import StableMeanMetric
+
+
+@register
+class StableCrossEntropy(StableMeanMetric):
+    """The mean softmax cross-entropy over all batches seen, NaN-free.
+
+    `result = sum_i w_i CE_i / sum_i w_i`, where
+    `CE_i = -sum(y_true_i * log_softmax(y_pred_i), axis)` is the per-example
+    loss of `keras_stable.losses.StableSoftmaxCrossEntropy` and `w_i` the
+    sample weight (1 by default). The state is that weighted sum and the sum
+    of weights, so the result over several batches equals the result over
+    their concatenation, and replicas aggregate by summing.
+
+    Args:
+        from_logits: whether `y_pred` holds logits (default) or
+            probabilities.
+        axis: int, the class axis.
+        name: optional name of the metric.
+        dtype: dtype of the state and result, float32 by default.
+
+    Numerical stability:
+        As `StableSoftmaxCrossEntropy`: computed in float32 from
+        `log_softmax`; a `-inf` logit (or probability 0) on a class with
+        label 0 contributes 0, a nonzero label there gives `+inf` (no
+        epsilon clip). An example with weight 0 contributes exactly 0, even
+        when its loss is `inf`. Before any update the result is 0.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_stable
+    >>> m = keras_stable.metrics.StableCrossEntropy()
+    >>> m.update_state(np.array([[1.0, 0.0]], "float32"), np.array([[0.0, -np.inf]], "float32"))
+    >>> m.update_state(np.array([[0.0, 1.0]], "float32"), np.array([[0.0, 0.0]], "float32"))
+    >>> print(f"{float(m.result()):.6f}")  # (0 + log 2) / 2
+    0.346574
+    """
+
+    def __init__(
+        self,
+        from_logits=True,
+        axis=-1,
+        name="stable_cross_entropy",
+        dtype=None,
+    ):
+        super().__init__(name=name, dtype=dtype)
+        self._loss = StableSoftmaxCrossEntropy(
+            from_logits=from_logits, axis=axis, reduction="none"
+        )
+        self.from_logits = self._loss.from_logits
+        self.axis = self._loss.axis
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        values, weights, valid = self._loss.compute_per_example(
+            y_true, y_pred, sample_weight
+        )
+        self.accumulate(values, weights, valid)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"from_logits": self.from_logits, "axis": self.axis})
+        return config
