@@ -6,6 +6,10 @@ from keras import ops
 _HALF = ("float16", "bfloat16")
 
 
+def is_float(dtype):
+    return dtype in _HALF or dtype.startswith("float")
+
+
 def dtype_of(x):
     return keras.backend.standardize_dtype(x.dtype)
 
@@ -31,7 +35,7 @@ def to_compute(x):
 def compute_dtype_of(*dtypes):
     """The dtype two float inputs are computed in (float32 at least)."""
     result = keras.backend.result_type(*dtypes)
-    if result in _HALF or not result.startswith("float"):
+    if result in _HALF or not is_float(result):
         return "float32"
     return result
 
@@ -43,7 +47,7 @@ def result_float_dtype(*dtypes):
     when the inputs are integers or booleans.
     """
     result = keras.backend.result_type(*dtypes)
-    return result if result.startswith("float") else "float32"
+    return result if is_float(result) else "float32"
 
 
 def static_shape(x):
