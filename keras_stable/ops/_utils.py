@@ -121,12 +121,16 @@ def prepare_mask(mask, x, name="mask"):
             f"`{name}` of shape {m_shape} has a higher rank than the input of "
             f"shape {x_shape}; it must broadcast to the input's shape."
         )
-    full = broadcast_shape(x_shape, m_shape, "x", name)
+    error = ValueError(
+        f"`{name}` of shape {m_shape} does not broadcast to the input's "
+        f"shape {x_shape}."
+    )
+    try:
+        full = broadcast_shape(x_shape, m_shape, "x", name)
+    except ValueError:
+        raise error from None
     if tuple(full) != tuple(x_shape) and None not in x_shape:
-        raise ValueError(
-            f"`{name}` of shape {m_shape} does not broadcast to the input's "
-            f"shape {x_shape}."
-        )
+        raise error
     if dtype_of(mask) != "bool":
         mask = ops.greater(mask, 0)
     return ops.broadcast_to(mask, ops.shape(x))
