@@ -47,6 +47,19 @@ def check_bool(value, name):
     return value
 
 
+def to_float32(x):
+    """Half precision (and integers) → float32, exactly; float32/64 as is.
+
+    The ops return half-precision results for half-precision inputs; a loss
+    returns float32, so it hands the ops float32 inputs (the cast is exact)
+    rather than rounding each per-example loss to float16.
+    """
+    x = ops.convert_to_tensor(x)
+    if dtype_of(x) in ("float32", "float64"):
+        return x
+    return ops.cast(x, "float32")
+
+
 def safe_log(p):
     """`log(p)` for probabilities: `-inf` with a zero gradient at `p == 0`.
 

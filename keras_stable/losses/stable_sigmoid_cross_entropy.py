@@ -8,6 +8,7 @@ from keras_stable.losses._base import StableLoss
 from keras_stable.losses._base import check_bool
 from keras_stable.losses._base import safe_log
 from keras_stable.losses._base import static_shape
+from keras_stable.losses._base import to_float32
 from keras_stable.ops.cross_entropy import check_label_smoothing
 
 
@@ -87,7 +88,7 @@ class StableSigmoidCrossEntropy(StableLoss):
 
     def compute_per_example(self, y_true, y_pred, sample_weight):
         y_true = ops.cast(ops.convert_to_tensor(y_true), "float32")
-        y_pred = ops.convert_to_tensor(y_pred)
+        y_pred = to_float32(y_pred)
         y_true, y_pred = _same_rank(y_true, y_pred)
         if self.label_smoothing:
             s = self.label_smoothing
@@ -97,12 +98,12 @@ class StableSigmoidCrossEntropy(StableLoss):
         else:
             # Two-class log scores [log(1 - p), log(p)]: the logit-space
             # cross-entropy then gives 0 for a zero label on p = 0 (or 1).
-            p = ops.cast(y_pred, "float32")
+            p = y_pred
             scores = ops.stack([safe_log(1.0 - p), safe_log(p)], axis=-1)
             labels = ops.stack([1.0 - y_true, y_true], axis=-1)
             values = stable_ops.softmax_cross_entropy(labels, scores)
         if len(static_shape(values)) >= 2:
-            values = ops.mean(ops.cast(values, "float32"), axis=-1)
+            values = ops.mean(values, axis=-1)
         return values, sample_weight, None
 
     def get_config(self):

@@ -7,6 +7,7 @@ from keras_stable._serialization import register
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._base import check_bool
 from keras_stable.losses._base import safe_log
+from keras_stable.losses._base import to_float32
 from keras_stable.ops.cross_entropy import check_label_smoothing
 
 
@@ -18,9 +19,9 @@ def _check_axis(axis):
 
 def class_log_scores(y_pred, from_logits):
     """Logits as given, or `log(p)` (`-inf` at p = 0, no epsilon clip)."""
-    y_pred = ops.convert_to_tensor(y_pred)
+    y_pred = to_float32(y_pred)
     if not from_logits:
-        y_pred = safe_log(ops.cast(y_pred, "float32"))
+        y_pred = safe_log(y_pred)
     return y_pred
 
 

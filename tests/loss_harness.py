@@ -1,0 +1,331 @@
+"""Shared checks run for every keras_stable loss and metric.
+
+Each loss or metric is described by a `Spec`: how to build it, a tiny data
+set for a model with `outputs` units, and an edge-case grid of
+`(y_true, y_pred)` pairs whose value (and, for losses, gradient) must be
+finite. The `check_*` functions below are the harness of STYLE.md point 8:
+config round trip and identical behaviour after it, `.keras` save/load with
+identical values, one `fit` step with `jit_compile=True` (not on torch),
+the mixed-precision sweep, and the edge-case grid.
+"""
+
+import dataclasses
+import os
+from typing import Callable
+
+import keras
+import numpy as np
+
+from tests.backend_utils import BACKEND
+from tests.backend_utils import assert_finite
+from tests.backend_utils import to_numpy
+from tests.backend_utils import vjp_all_modes
+
+JIT = BACKEND in ("tensorflow", "jax")
+POLICIES = ("mixed_float16", "mixed_bfloat16")
+
+
+@dataclasses.dataclass
+class Spec:
+    """How to exercise one loss or metric class."""
+
+    id: str
+    cls: type
+    kwargs: dict
+    outputs: int
+    make_y: Callable  # rng, n -> y (labels of a model with `outputs` units)
+    edge_cases: list  # [(y_true, y_pred)] with finite value and gradient
+    sample_weight: Callable = None  # rng, n -> sample weights, or None
+
+    def make(self, **overrides):
+        return self.cls(**{**self.kwargs, **overrides})
+
+    def data(self, n=8, seed=0):
+        rng = np.random.default_rng(seed)
+        x = rng.normal(size=(n, 4)).astype("float32")
+        y = self.make_y(rng, n)
+        sw = None if self.sample_weight is None else self.sample_weight(rng, n)
+        return x, y, sw
+
+    def __repr__(self):
+        return self.id
+
+
+def _f32(x):
+    return np.asarray(x, "float32")
+
+
+# --- data makers -----------------------------------------------------------
+
+
+def tasks_y(rng, n, tasks=5):
+    y = rng.normal(size=(n, tasks)).astype("float32")
+    y[rng.random(size=y.shape) < 0.2] = np.nan  # missing labels
+    y[0, 0] = 1.0  # at least one label everywhere relevant
+    return y
+
+
+def onehot_y(rng, n, classes=3):
+    return np.eye(classes, dtype="float32")[rng.integers(0, classes, n)]
+
+
+def sparse_y(rng, n, classes=3):
+    y = rng.integers(0, classes, n).astype("int32")
+    y[1] = -1  # ignored when ignore_class=-1
+    return y
+
+
+def binary_y(rng, n, outputs=2):
+    return rng.integers(0, 2, (n, outputs)).astype("float32")
+
+
+def task_weights_2d(rng, n, tasks=5):
+    w = np.zeros((n, tasks), "float32")
+    w[np.arange(n), rng.integers(0, tasks, n)] = 1.0  # one task per sample
+    return w
+
+
+# --- edge-case grids ---------------------------------------------------------
+
+_NAN = np.nan
+_INF = np.inf
+
+TASK_EDGES = [
+    (_f32([[1.0, 2.0, 3.0, 4.0, 5.0]]), _f32([[1.0, 2.0, 3.0, 4.0, 5.0]])),  # distance 0
+    (np.full((2, 5), _NAN, "float32"), _f32(np.ones((2, 5)))),  # all missing
+    (
+        _f32([[_NAN, 2.0, _NAN, 1.0, 0.0], [1.0, _NAN, 3.0, _NAN, _NAN]]),
+        _f32([[5.0, 2.0, 1.0, 1.0, 0.0], [0.0, 4.0, 3.0, 1e30, -1e30]]),
+    ),
+    (_f32(np.zeros((2, 5))), _f32(np.zeros((2, 5)))),
+]
+
+SOFTMAX_EDGES = [
+    (_f32([[1.0, 0.0, 0.0]]), _f32([[2.0, -_INF, 0.0]])),  # -inf on a zero label
+    (_f32([[0.5, 0.0, 0.5]]), _f32([[1000.0, -_INF, 999.0]])),  # overflow
+    (_f32([[0.0, 1.0, 0.0]]), _f32([[-1000.0, 1000.0, 0.0]])),
+    (_f32([[1.0, 0.0, 0.0]]), _f32([[0.0, 0.0, 0.0]])),
+]
+
+PROB_EDGES = [
+    (_f32([[1.0, 0.0, 0.0]]), _f32([[0.7, 0.0, 0.3]])),  # p = 0, label 0
+    (_f32([[0.0, 1.0, 0.0]]), _f32([[0.0, 1.0, 0.0]])),  # p = 1 on the label
+    (_f32([[0.2, 0.0, 0.8]]), _f32([[0.5, 0.0, 0.5]])),
+]
+
+SPARSE_EDGES = [
+    (np.array([0], "int32"), _f32([[2.0, -_INF, 0.0]])),
+    (np.array([2, -1], "int32"), _f32([[1000.0, -_INF, 999.0], [0.0, 1.0, 2.0]])),
+    (np.array([-1, -1], "int32"), _f32([[1.0, 2.0, 3.0], [-_INF, 1.0, 0.0]])),  # all ignored
+    (_f32([1.0, -1.0]), _f32([[-1000.0, 1000.0, 0.0], [0.0, 0.0, 0.0]])),  # float labels
+]
+
+SIGMOID_EDGES = [
+    (_f32([[0.0, 1.0]]), _f32([[100.0, 1e4]])),
+    (_f32([[1.0, 0.0]]), _f32([[-1e4, -100.0]])),
+    (_f32([[0.5, 0.5]]), _f32([[0.0, 30.0]])),
+]
+
+
+def _specs():
+    from keras_stable import losses
+    from keras_stable import metrics
+
+    loss_specs = [
+        Spec("mmtd_sample", losses.MaskedMultiTaskDistance, {}, 5, tasks_y, TASK_EDGES),
+        Spec(
+            "mmtd_task_masked",
+            losses.MaskedMultiTaskDistance,
+            {"per": "task", "squared": True, "task_mask": [True, False, True, True, True], "task_weights": [1.0, 2.0, 0.5, 1.0, 1.0]},
+            5,
+            tasks_y,
+            TASK_EDGES,
+            task_weights_2d,
+        ),
+        Spec("softmax_ce", losses.StableSoftmaxCrossEntropy, {"label_smoothing": 0.1}, 3, onehot_y, SOFTMAX_EDGES),
+        Spec("softmax_ce_probs", losses.StableSoftmaxCrossEntropy, {"from_logits": False}, 3, onehot_y, PROB_EDGES),
+        Spec("sparse_ce", losses.StableSparseSoftmaxCrossEntropy, {"ignore_class": -1}, 3, sparse_y, SPARSE_EDGES),
+        Spec("sigmoid_ce", losses.StableSigmoidCrossEntropy, {"label_smoothing": 0.2}, 2, binary_y, SIGMOID_EDGES),
+    ]
+    metric_specs = [
+        Spec("m_mmtd_sample", metrics.MaskedMultiTaskDistance, {}, 5, tasks_y, TASK_EDGES),
+        Spec("m_mmtd_task", metrics.MaskedMultiTaskDistance, {"per": "task"}, 5, tasks_y, TASK_EDGES, task_weights_2d),
+        Spec("m_ce", metrics.StableCrossEntropy, {}, 3, onehot_y, SOFTMAX_EDGES),
+        Spec("m_ce_probs", metrics.StableCrossEntropy, {"from_logits": False}, 3, onehot_y, PROB_EDGES),
+        Spec("m_sparse_ce", metrics.StableSparseCrossEntropy, {"ignore_class": -1}, 3, sparse_y, SPARSE_EDGES),
+    ]
+    return loss_specs, metric_specs
+
+
+LOSS_SPECS, METRIC_SPECS = _specs()
+
+
+# --- helpers -------------------------------------------------------------------
+
+
+def is_metric(obj):
+    return isinstance(obj, keras.metrics.Metric)
+
+
+def tiny_model(outputs, activation=None, seed=0):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((4,))
+    out = keras.layers.Dense(outputs, activation=activation, name="head")(inputs)
+    return keras.Model(inputs, out)
+
+
+def _activation(spec):
+    return "softmax" if spec.kwargs.get("from_logits") is False else None
+
+
+def evaluate(obj, y_true, y_pred, sample_weight=None):
+    """A loss value, or a fresh metric's result after one update."""
+    if is_metric(obj):
+        obj.reset_state()
+        obj.update_state(y_true, y_pred, sample_weight=sample_weight)
+        return to_numpy(obj.result())
+    return to_numpy(obj(y_true, y_pred, sample_weight=sample_weight))
+
+
+def compile_model(spec, jit_compile=False, model=None):
+    model = model or tiny_model(spec.outputs, _activation(spec))
+    obj = spec.make()
+    if is_metric(obj):
+        # Metrics ride on a loss of the same family so the model can train.
+        from keras_stable import losses
+
+        name = type(obj).__name__
+        if name == "MaskedMultiTaskDistance":
+            loss = losses.MaskedMultiTaskDistance()
+        elif name == "StableCrossEntropy":
+            loss = losses.StableSoftmaxCrossEntropy(from_logits=obj.from_logits)
+        else:
+            loss = losses.StableSparseSoftmaxCrossEntropy(from_logits=obj.from_logits, ignore_class=obj.ignore_class)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss, metrics=[obj], jit_compile=jit_compile)
+    else:
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss=obj, jit_compile=jit_compile)
+    return model
+
+
+# --- the checks --------------------------------------------------------------------
+
+
+def check_config_round_trip(spec):
+    """get_config holds every argument, and the copy behaves identically."""
+    obj = spec.make()
+    config = obj.get_config()
+    for key in list(spec.kwargs) + ["name", "dtype"]:
+        assert key in config, f"{key} missing from {type(obj).__name__}.get_config()"
+    if not is_metric(obj):
+        assert "reduction" in config
+    for key, value in spec.kwargs.items():
+        assert config[key] == value, (key, config[key], value)
+    copy = type(obj).from_config(config)
+    assert copy.get_config() == config
+    serialized = keras.saving.serialize_keras_object(obj)
+    assert serialized["registered_name"].startswith("keras_stable>")
+    restored = keras.saving.deserialize_keras_object(serialized)
+    assert type(restored) is type(obj)
+    x, y, sw = spec.data()
+    y_pred = tiny_model(spec.outputs, _activation(spec))(x)
+    expected = evaluate(obj, y, y_pred, sw)
+    for other in (copy, restored):
+        np.testing.assert_array_equal(evaluate(other, y, y_pred, sw), expected)
+    assert_finite(expected, spec.id)
+
+
+def check_save_load(spec, tmp_path):
+    """A compiled tiny model saved as `.keras` reloads with safe_mode=True
+    and gives identical loss and metric values."""
+    x, y, sw = spec.data()
+    model = compile_model(spec)
+    before = model.evaluate(x, y, sample_weight=sw, verbose=0, return_dict=True)
+    path = os.path.join(str(tmp_path), f"{spec.id}.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    after = loaded.evaluate(x, y, sample_weight=sw, verbose=0, return_dict=True)
+    assert set(before) == set(after), (before, after)
+    for key in before:
+        np.testing.assert_allclose(after[key], before[key], rtol=1e-6, err_msg=key)
+        assert np.isfinite(before[key]), (key, before)
+    if is_metric(spec.make()):
+        types = [type(m).__name__ for m in _flat_metrics(loaded)]
+        assert spec.cls.__name__ in types, types
+    else:
+        assert type(loaded.loss) is spec.cls
+
+
+def _flat_metrics(model):
+    out = []
+    stack = list(model.metrics)
+    while stack:
+        m = stack.pop()
+        out.append(m)
+        stack.extend(getattr(m, "metrics", []) or [])
+    return out
+
+
+def check_fit_step(spec):
+    """One fit step, jit-compiled where the backend supports it."""
+    x, y, sw = spec.data()
+    model = compile_model(spec, jit_compile=JIT)
+    history = model.fit(x, y, sample_weight=sw, batch_size=8, epochs=1, verbose=0)
+    for key, values in history.history.items():
+        assert np.all(np.isfinite(values)), (key, values)
+    for w in model.weights:
+        assert_finite(to_numpy(w), w.path)
+
+
+def check_precision(spec, policy):
+    """Under a mixed policy the model's predictions are half precision and
+    the loss / metric result is float32 and finite."""
+    keras.config.set_dtype_policy(policy)
+    try:
+        x, y, sw = spec.data()
+        model = tiny_model(spec.outputs, _activation(spec))
+        y_pred = model(x)
+        assert keras.backend.standardize_dtype(y_pred.dtype) == policy.split("_")[1]
+        obj = spec.make()
+        if is_metric(obj):
+            obj.update_state(y, y_pred, sample_weight=sw)
+            out = obj.result()
+        else:
+            out = obj(y, y_pred, sample_weight=sw)
+        assert keras.backend.standardize_dtype(out.dtype) == "float32", out.dtype
+        assert_finite(to_numpy(out), f"{spec.id} under {policy}")
+        reference = evaluate(spec.make(), y, to_numpy(y_pred).astype("float32"), sw)
+        np.testing.assert_allclose(to_numpy(out), reference, rtol=1e-5, atol=1e-6)
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def _batched_edge_cases(spec):
+    """The edge cases stacked into as few batches as their dtypes allow, so
+    each compiles once."""
+    groups = {}
+    for y_true, y_pred in spec.edge_cases:
+        key = (y_true.dtype.str, y_true.shape[1:], y_pred.shape[1:])
+        groups.setdefault(key, []).append((y_true, y_pred))
+    return [
+        (np.concatenate([t for t, _ in cases]), np.concatenate([p for _, p in cases]))
+        for cases in groups.values()
+    ]
+
+
+def check_edge_grid(spec):
+    """Every edge case gives a finite value and (losses) finite gradients,
+    eagerly and compiled, with the same numbers."""
+    obj = spec.make()
+    cases = spec.edge_cases if is_metric(obj) else _batched_edge_cases(spec)
+    for y_true, y_pred in cases:
+        if is_metric(obj):
+            value = evaluate(obj, y_true, y_pred)
+            assert_finite(value, f"{spec.id} value at {y_true}, {y_pred}")
+            continue
+
+        def fn(yp, yt=y_true):
+            return obj(yt, yp)
+
+        out, (grad,) = vjp_all_modes(fn, [y_pred])
+        assert_finite(out, f"{spec.id} value at {y_true}, {y_pred}")
+        assert_finite(grad, f"{spec.id} gradient at {y_true}, {y_pred}")

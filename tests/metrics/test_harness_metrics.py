@@ -1,0 +1,33 @@
+"""The shared loss and metric harness, run for every metric (tests/loss_harness.py)."""
+
+import pytest
+
+from tests import loss_harness as h
+
+SPECS = h.METRIC_SPECS
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=repr)
+def test_config_round_trip(spec):
+    h.check_config_round_trip(spec)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=repr)
+def test_save_load(spec, tmp_path):
+    h.check_save_load(spec, tmp_path)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=repr)
+def test_fit_step(spec):
+    h.check_fit_step(spec)
+
+
+@pytest.mark.parametrize("policy", h.POLICIES)
+@pytest.mark.parametrize("spec", SPECS, ids=repr)
+def test_precision(spec, policy):
+    h.check_precision(spec, policy)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=repr)
+def test_edge_grid(spec):
+    h.check_edge_grid(spec)
