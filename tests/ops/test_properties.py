@@ -1,0 +1,105 @@
+"""Property-based tests: random shapes, axes, masks and dtypes.
+
+For every draw: values agree with the float64 references (rounded to the
+dtype), gradients are finite. Eager only (a compiled run per random shape
+would be a compile per example); the fixed grids cover compiled == eager.
+"""
+
+import keras
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from keras_stable import ops
+from tests import reference as ref
+from tests.backend_utils import assert_close
+from tests.backend_utils import assert_finite
+from tests.backend_utils import vjp
+from tests.ops.test_values_and_gradients import round_to
+
+
+@st.composite
+def problems(draw):
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
+    axis = draw(st.integers(-rank, rank - 1))
+    dtype = draw(st.sampled_from(["float32", "float16", "bfloat16"]))
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    scale = draw(st.sampled_from([1.0, 10.0, 100.0]))
+    x = rng.normal(size=shape) * scale
+    # Sprinkle -inf logits and exact zeros.
+    x = np.where(rng.random(shape) < 0.15, -np.inf, x)
+    x = np.where(rng.random(shape) < 0.15, 0.0, x)
+    mask = rng.random(shape) < 0.7
+    return x, axis, mask, dtype, rng
+
+
+def _tensor(x, dtype):
+    return keras.ops.cast(keras.ops.convert_to_tensor(np.asarray(x, "float32")), dtype)
+
+
+@given(problems())
+def test_softmax_family_random(problem):
+    x, axis, mask, dtype, _ = problem
+    xr = round_to(x, dtype)
+    for op, r in ((ops.softmax, ref.softmax), (ops.log_softmax, ref.log_softmax),
+                  (ops.logsumexp, ref.logsumexp)):
+        out, (g,) = vjp(lambda a, m: op(a, axis=axis, mask=m), [_tensor(x, dtype), mask])
+        with np.errstate(all="ignore"):
+            expected = round_to(r(xr, axis=axis, mask=mask), dtype)
+        # Values are compared in the output dtype: tolerance relative to the
+        # row's scale (log-probabilities of logits of 100 carry its rounding).
+        tol = {"float32": (1e-5, 1e-4), "float16": (2e-3, 0.1), "bfloat16": (2e-2, 1.0)}[dtype]
+        assert_close(out, expected, dtype, what=op.__name__, tol=tol)
+        assert_finite(g, f"{op.__name__} gradient")
+
+
+@given(problems())
+def test_norms_random(problem):
+    x, axis, mask, dtype, _ = problem
+    x = np.where(np.isfinite(x), x, 0.0)
+    xr = round_to(x, dtype)
+    out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=axis), [_tensor(x, dtype)])
+    assert_close(out, round_to(ref.safe_norm(xr, axis=axis), dtype), dtype, what="safe_norm")
+    assert_finite(g, "safe_norm gradient")
+    out, (g,) = vjp(lambda a: ops.l2_normalize(a, axis=axis), [_tensor(x, dtype)])
+    assert_close(out, round_to(ref.l2_normalize(xr, axis=axis), dtype), dtype, what="l2_normalize")
+    assert_finite(g, "l2_normalize gradient")
+
+
+@given(problems())
+def test_cross_entropies_random(problem):
+    x, axis, mask, dtype, rng = problem
+    xr = round_to(x, dtype)
+    shape = x.shape
+    k = shape[axis]
+    # Labels only on valid classes (a label on an impossible class is +inf).
+    labels_idx = np.argmax(np.where(np.isfinite(x) & mask, rng.random(shape), -1.0), axis=axis)
+    onehot = np.moveaxis(np.eye(k)[labels_idx], -1, axis % len(shape))
+    out, (g,) = vjp(lambda y, a, m: ops.softmax_cross_entropy(y, a, axis=axis, mask=m, label_smoothing=0.1),
+                    [_tensor(onehot, dtype), _tensor(x, dtype), mask], wrt=(1,))
+    expected = ref.softmax_cross_entropy(onehot, xr, axis=axis, mask=mask, label_smoothing=0.1)
+    tol = {"float32": (1e-5, 1e-4), "float16": (2e-3, 0.1), "bfloat16": (2e-2, 1.0)}[dtype]
+    assert_close(out, round_to(expected, dtype), dtype, what="softmax_cross_entropy", tol=tol)
+    assert_finite(g, "softmax_cross_entropy gradient")
+    out, (g,) = vjp(lambda y, a, m: ops.sparse_softmax_cross_entropy(y, a, axis=axis, mask=m, ignore_class=0),
+                    [labels_idx, _tensor(x, dtype), mask], wrt=(1,))
+    expected = ref.sparse_softmax_cross_entropy(labels_idx, xr, axis=axis, mask=mask, ignore_class=0)
+    assert_close(out, round_to(expected, dtype), dtype, what="sparse_softmax_cross_entropy", tol=tol)
+    assert_finite(g, "sparse_softmax_cross_entropy gradient")
+
+
+@given(problems())
+def test_task_distance_random(problem):
+    x, axis, mask, dtype, rng = problem
+    y_pred = np.where(np.isfinite(x), x, 0.0)
+    y_true = np.where(rng.random(x.shape) < 0.2, np.nan, y_pred + rng.normal(size=x.shape))
+    for squared in (False, True):
+        out, (g,) = vjp(lambda t, p, m: ops.masked_task_distance(t, p, mask=m, axis=axis, squared=squared),
+                        [_tensor(y_true, dtype), _tensor(y_pred, dtype), mask], wrt=(1,))
+        expected = ref.masked_task_distance(round_to(y_true, dtype), round_to(y_pred, dtype),
+                                            mask=mask, axis=axis, squared=squared)
+        tol = {"float32": (1e-5, 1e-4), "float16": (2e-3, 0.1), "bfloat16": (2e-2, 1.0)}[dtype]
+        assert_close(out, round_to(expected, dtype), dtype, what="masked_task_distance", tol=tol)
+        assert_finite(g, "masked_task_distance gradient")
