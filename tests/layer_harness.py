@@ -1,0 +1,463 @@
+"""The shared test harness for keras_stable layers (ours, no `keras.src`).
+
+Usage: describe the layer once with a `LayerSpec`, then subclass
+`LayerHarness` in `tests/layers/test_<layer>.py`:
+
+    SPEC = LayerSpec(
+        layer_cls=SafeNorm,
+        init_kwargs={"axis": -1, "keepdims": True},
+        reference=lambda x, mask=None, axis=-1, keepdims=False: ...,
+    )
+
+    class TestSafeNorm(LayerHarness):
+        spec = SPEC
+
+pytest then runs every `test_*` method below for that layer, on the backend
+of the process (`KERAS_BACKEND`). The checks:
+
+1. `test_registered_name` / `test_config_round_trip`: registered as
+   `keras_stable>ClassName`; `get_config` holds every constructor argument;
+   `from_config` (and `keras.saving` (de)serialization) rebuilds a layer
+   with the same config AND identical outputs (keras core has silently
+   dropped hyperparameters in overridden `get_config`s: compare behaviour).
+2. `test_keras_save_load`: a model holding the layer is saved to a `.keras`
+   file and reloaded with `safe_mode=True` and no `custom_objects`;
+   predictions are identical.
+3. `test_symbolic_and_eager`: a `keras.Input` call gives a KerasTensor of
+   `compute_output_shape`'s shape and the compute dtype; eager calls on
+   NumPy and on backend tensors agree with the model and with the float64
+   reference.
+4. `test_compute_output_shape`: equals the real output's shape for several
+   input shapes (unknown batch included).
+5. `test_fit_step`: one `fit` step of `Input -> Masking -> Dense(zeros) ->
+   layer` with `jit_compile=True` (XLA on TensorFlow, `jax.jit` on JAX; on
+   torch `jit_compile=False`, because Keras's torch `jit_compile` is
+   `torch.compile`, not XLA, and is slow and flaky on CPU). The Dense
+   kernel starts at zero, so the layer sees the singular point (zero
+   vectors, uniform logits) and the last sample is fully padded; the loss,
+   the weights and the predictions must stay finite.
+6. `test_precision_sweep[policy]`: under `mixed_float16`, `mixed_bfloat16`,
+   `float16` and `bfloat16` (global policy and `dtype=`), the output is in
+   the compute dtype and matches the float64 reference of the input as fed
+   (float32 inputs are not autocast first; `spec.precision_cases` adds
+   exact checks such as float16 `[300] * 4`).
+7. `test_edge_case[name]`: the edge-case grid (`spec.edge_cases`, by
+   default `default_edge_cases()`: zeros, +-1e4, -inf, float16 above 11,
+   and a masked case with NaN/inf under the mask and a fully masked row). Values match the reference and
+   are finite where the contract says so; gradients (random cotangent)
+   are finite, eagerly and compiled (`tests/backend_utils.vjp`), and the
+   two agree. A known ops bug is an `xfail(strict=True)` case, so its fix
+   is noticed.
+8. Masks (`spec.supports_masking`): an explicit mask of the input's shape is
+   applied and consumed (`compute_mask` is None); a `(batch, time)` mask
+   leaves the math unchanged and is passed on when `axis` is the feature
+   axis, and is applied when it covers `axis` (consumed only by reducing
+   layers); masks from `Masking` / `Embedding(mask_zero=True)` propagate in
+   functional models by that rule; a mismatched mask raises `ValueError`.
+9. `test_bad_axis`: an out-of-range `axis` raises `ValueError` naming
+   `axis` and the input shape at the first (symbolic or eager) call; a
+   non-int `axis` raises at construction.
+
+The reference is a float64 NumPy function `reference(x, mask=None,
+**init_kwargs)`; `mask`, when given, is a boolean array of `x`'s shape
+marking the entries that take part.
+"""
+
+import dataclasses
+from typing import Callable, Optional
+
+import keras
+import numpy as np
+import pytest
+
+from tests import backend_utils as bu
+
+POLICIES = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16")
+
+
+@dataclasses.dataclass
+class EdgeCase:
+    """One input of the edge-case grid.
+
+    Attributes:
+        x: the input (NumPy, rank 2: rows are vectors along `axis=-1`).
+        mask: optional boolean mask of `x`'s shape.
+        dtype: the input dtype.
+        finite_value: whether the contract says the output is finite.
+        known_bug: a reason (pointing to /work/notes/ops_bugs.md) when the
+            gradient is known to be non-finite today; the case becomes a
+            strict xfail.
+    """
+
+    x: np.ndarray
+    mask: Optional[np.ndarray] = None
+    dtype: str = "float32"
+    finite_value: bool = True
+    known_bug: Optional[str] = None
+
+
+def default_edge_cases():
+    """The grid every layer runs: rows of 4 entries along the last axis."""
+    return {
+        "zeros": EdgeCase(np.zeros((2, 4))),
+        "large": EdgeCase(np.array([[1e4, -1e4, 0.0, 1.0], [1e4] * 4])),
+        "neg_inf": EdgeCase(np.array([[-np.inf, 0.0, 1.0, 2.0], [-np.inf] * 4])),
+        "float16_large": EdgeCase(
+            np.array([[12.0, 11.0, 0.0, -12.0], [300.0] * 4]), dtype="float16"
+        ),
+        # Row 0: NaN and inf under the mask; row 1: every entry masked.
+        "masked": EdgeCase(
+            np.array([[1.0, 2.0, np.nan, np.inf], [np.nan, -np.inf, 1e4, 0.0]]),
+            mask=np.array([[True, True, False, False], [False] * 4]),
+        ),
+    }
+
+
+@dataclasses.dataclass
+class PrecisionCase:
+    """An exact check run under every policy of the precision sweep.
+
+    Attributes:
+        x: the input values (float32).
+        expected: the true output (float64).
+        feeds: how `x` is fed: `"float32"` as is (the layer must not
+            autocast it before computing in float32) and/or `"compute"`
+            cast to the policy's compute dtype first.
+    """
+
+    x: list
+    expected: list
+    feeds: tuple = ("float32", "compute")
+
+
+@dataclasses.dataclass
+class LayerSpec:
+    """Everything the harness needs to know about one layer.
+
+    Attributes:
+        layer_cls: the layer class.
+        init_kwargs: constructor arguments used by the checks; use
+            non-default values where they exist so that a dropped
+            hyperparameter shows up after a round trip.
+        reference: float64 NumPy `reference(x, mask=None, **init_kwargs)`.
+        input_shape: the input shape of most checks, `(batch, time, features)`.
+        reduces_axis: whether the layer reduces `axis` (the output loses it).
+        supports_masking: whether the layer takes a `mask` call argument.
+        edge_cases: name -> `EdgeCase` (default: `default_edge_cases()`).
+        precision_cases: `PrecisionCase`s checked (within the compute
+            dtype's tolerance) under every policy.
+    """
+
+    layer_cls: type
+    init_kwargs: dict
+    reference: Callable
+    input_shape: tuple = (3, 2, 4)
+    reduces_axis: bool = False
+    supports_masking: bool = True
+    edge_cases: dict = dataclasses.field(default_factory=default_edge_cases)
+    precision_cases: list = dataclasses.field(default_factory=list)
+
+    def make(self, **overrides):
+        return self.layer_cls(**{**self.init_kwargs, **overrides})
+
+    def expected(self, x, mask=None, **overrides):
+        kwargs = {**self.init_kwargs, **overrides}
+        kwargs.pop("name", None)
+        kwargs.pop("dtype", None)
+        return self.reference(np.asarray(x, "float64"), mask, **kwargs)
+
+
+# --------------------------------------------------------------- helpers
+def random_input(shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32") * 3
+
+
+def as_numpy(x):
+    return bu.to_numpy(x)
+
+
+def keras_mask(x):
+    """The Keras mask attached to a (symbolic or eager) tensor, or None."""
+    return getattr(x, "_keras_mask", None)
+
+
+def policy_compute_dtype(policy):
+    return keras.DTypePolicy(policy).compute_dtype
+
+
+def round_to(x, dtype):
+    """`x` rounded to `dtype` and back to float64 (what the layer is fed)."""
+    return bu.to_numpy(keras.ops.cast(keras.ops.convert_to_tensor(np.asarray(x, "float32")), dtype))
+
+
+def sequence_loss(y_true, y_pred):
+    """Squared error, reduced to `(batch, time)` so a time mask applies."""
+    err = keras.ops.square(y_pred - y_true)
+    while len(err.shape) > 2:
+        err = keras.ops.mean(err, axis=-1)
+    return err
+
+
+def fit_one_step(model, x, y):
+    """Compiles (`jit_compile=True` except on torch) and fits one step."""
+    jit = bu.BACKEND != "torch"
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=sequence_loss, jit_compile=jit)
+    history = model.fit(x, y, batch_size=len(x), epochs=1, verbose=0)
+    return history.history["loss"][0]
+
+
+class LayerHarness:
+    """Base class of the per-layer test classes; set `spec` in a subclass."""
+
+    spec: LayerSpec = None
+
+    # Parametrizes the edge-case grid per subclass (pytest calls this hook
+    # for test classes as well as modules).
+    def pytest_generate_tests(self, metafunc):
+        if "edge_case_name" not in metafunc.fixturenames:
+            return
+        params = []
+        for name, case in self.spec.edge_cases.items():
+            marks = ()
+            if case.known_bug:
+                marks = (pytest.mark.xfail(strict=True, reason=case.known_bug),)
+            params.append(pytest.param(name, id=name, marks=marks))
+        metafunc.parametrize("edge_case_name", params)
+
+    # ------------------------------------------------------ serialization
+    def test_registered_name(self):
+        cls = self.spec.layer_cls
+        assert keras.saving.get_registered_name(cls) == f"keras_stable>{cls.__name__}"
+        assert keras.saving.get_registered_object(f"keras_stable>{cls.__name__}") is cls
+
+    def test_config_round_trip(self):
+        spec = self.spec
+        layer = spec.make(name="under_test")
+        config = layer.get_config()
+        for key, value in spec.init_kwargs.items():
+            assert config[key] == value, f"get_config lost `{key}`"
+        restored = spec.layer_cls.from_config(config)
+        assert restored.get_config() == config
+        revived = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+        assert type(revived) is spec.layer_cls
+        assert revived.get_config() == config
+        # Behaviour, not just the dicts.
+        x = random_input(spec.input_shape)
+        for other in (restored, revived):
+            np.testing.assert_array_equal(as_numpy(other(x)), as_numpy(layer(x)))
+        assert layer.built and not layer.weights
+
+    def test_keras_save_load(self, tmp_path):
+        spec = self.spec
+        inputs = keras.Input(spec.input_shape[1:])
+        model = keras.Model(inputs, spec.make()(inputs))
+        x = random_input(spec.input_shape, seed=1)
+        expected = as_numpy(model.predict(x, verbose=0))
+        path = str(tmp_path / "model.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path, safe_mode=True)
+        assert type(loaded.layers[-1]) is spec.layer_cls
+        assert loaded.layers[-1].get_config() == model.layers[-1].get_config()
+        np.testing.assert_array_equal(as_numpy(loaded.predict(x, verbose=0)), expected)
+
+    # --------------------------------------------------- calls and shapes
+    def test_symbolic_and_eager(self):
+        spec = self.spec
+        layer = spec.make()
+        inputs = keras.Input(spec.input_shape[1:])
+        symbolic = layer(inputs)
+        expected_shape = layer.compute_output_shape((None,) + tuple(spec.input_shape[1:]))
+        assert tuple(symbolic.shape) == tuple(expected_shape)
+        assert keras.backend.standardize_dtype(symbolic.dtype) == layer.compute_dtype
+        model = keras.Model(inputs, symbolic)
+        x = random_input(spec.input_shape, seed=2)
+        eager_np = layer(x)
+        eager_tensor = layer(keras.ops.convert_to_tensor(x))
+        assert keras.backend.standardize_dtype(eager_np.dtype) == layer.compute_dtype
+        bu.assert_close(as_numpy(eager_np), spec.expected(x), what="eager vs reference")
+        np.testing.assert_array_equal(as_numpy(eager_tensor), as_numpy(eager_np))
+        bu.assert_close(as_numpy(model(x)), as_numpy(eager_np), what="model vs eager")
+
+    def test_compute_output_shape(self):
+        spec = self.spec
+        layer = spec.make()
+        for shape in (spec.input_shape, (1,) + tuple(spec.input_shape[1:]), (2, 5, 3, 4)):
+            out = layer(np.ones(shape, "float32"))
+            assert tuple(layer.compute_output_shape(shape)) == tuple(out.shape)
+        unknown = (None,) + tuple(spec.input_shape[1:])
+        assert layer.compute_output_shape(unknown)[0] is None
+
+    # ------------------------------------------------------------ training
+    def test_fit_step(self):
+        spec = self.spec
+        batch, time, features = spec.input_shape
+        inputs = keras.Input((time, features))
+        hidden = keras.layers.Masking(0.0)(inputs)
+        hidden = keras.layers.Dense(features, kernel_initializer="zeros")(hidden)
+        outputs = spec.make()(hidden)
+        model = keras.Model(inputs, outputs)
+        x = random_input((batch, time, features), seed=3)
+        x[-1] = 0.0  # a fully padded sequence: Masking masks every step
+        y = np.zeros((batch,) + tuple(outputs.shape[1:]), "float32")
+        loss = fit_one_step(model, x, y)
+        assert np.isfinite(loss), f"loss {loss}"
+        for w in model.weights:
+            bu.assert_finite(as_numpy(w), what=f"weight {w.path} after one step")
+        bu.assert_finite(as_numpy(model.predict(x, verbose=0)), what="predictions")
+
+    # ------------------------------------------------------------ precision
+    @pytest.mark.parametrize("policy", POLICIES)
+    def test_precision_sweep(self, policy):
+        spec = self.spec
+        compute = policy_compute_dtype(policy)
+        x32 = random_input(spec.input_shape, seed=4)
+        keras.config.set_dtype_policy(policy)
+        try:
+            global_layer = spec.make()
+        finally:
+            keras.config.set_dtype_policy("float32")
+        assert global_layer.compute_dtype == compute
+        layer = spec.make(dtype=policy)
+        assert layer.compute_dtype == compute
+        for x in (x32, keras.ops.cast(x32, compute)):
+            out = layer(x)
+            assert keras.backend.standardize_dtype(out.dtype) == compute
+            bu.assert_close(
+                as_numpy(out), spec.expected(as_numpy(x)), compute, what=f"{policy}, input {x.dtype}"
+            )
+        # In a model built under the global policy, with a float32 Input.
+        inputs = keras.Input(spec.input_shape[1:])
+        out = keras.Model(inputs, global_layer(inputs))(x32)
+        assert keras.backend.standardize_dtype(out.dtype) == compute
+        bu.assert_close(as_numpy(out), spec.expected(x32), compute, what=f"{policy}, model")
+        for case in spec.precision_cases:
+            for feed in case.feeds:
+                x = np.asarray(case.x, "float32")
+                x = x if feed == "float32" else keras.ops.cast(x, compute)
+                out = layer(x)
+                assert keras.backend.standardize_dtype(out.dtype) == compute
+                bu.assert_close(
+                    as_numpy(out), case.expected, compute, what=f"{policy}, {feed} input {case.x}"
+                )
+
+    # ----------------------------------------------------------- edge grid
+    def test_edge_case(self, edge_case_name):
+        spec = self.spec
+        case = spec.edge_cases[edge_case_name]
+        layer = spec.make()
+        x = keras.ops.cast(np.asarray(case.x, "float32"), case.dtype)
+        expected = spec.expected(as_numpy(x), case.mask)
+        args = [x] if case.mask is None else [x, case.mask]
+        fn = (lambda t: layer(t)) if case.mask is None else (lambda t, m: layer(t, mask=m))
+        out_shape = tuple(layer.compute_output_shape(tuple(x.shape)))
+        cotangent = np.random.default_rng(5).normal(size=out_shape).astype(case.dtype)
+        value, (grad,) = bu.vjp_all_modes(fn, args, wrt=(0,), cotangent=cotangent, dtype=case.dtype)
+        bu.assert_close(value, expected, case.dtype, what=f"{edge_case_name}: value vs reference")
+        if case.finite_value:
+            bu.assert_finite(value, what=f"{edge_case_name}: value")
+        else:
+            assert not np.isnan(value[~np.isnan(expected)]).any()
+        bu.assert_finite(grad, what=f"{edge_case_name}: gradient")
+        if case.mask is not None:
+            # Masked entries get no gradient (NaN under the mask included).
+            np.testing.assert_array_equal(grad[~case.mask], 0.0)
+
+    # --------------------------------------------------------------- masks
+    def _check_masking(self):
+        if not self.spec.supports_masking:
+            pytest.skip("layer does not take a mask")
+
+    def test_full_shape_mask_is_applied_and_consumed(self):
+        self._check_masking()
+        spec = self.spec
+        layer = spec.make()
+        x = random_input(spec.input_shape, seed=6)
+        mask = np.random.default_rng(6).random(spec.input_shape) > 0.3
+        mask[0, 0] = False  # one fully masked vector
+        out = layer(x, mask=mask)
+        bu.assert_close(as_numpy(out), spec.expected(x, mask), what="masked output")
+        assert layer.compute_mask(x, mask) is None
+        assert keras_mask(out) is None
+        # Symbolic: the mask does not reach a downstream loss.
+        values = keras.Input(spec.input_shape[1:])
+        entries = keras.Input(spec.input_shape[1:], dtype="bool")
+        assert keras_mask(layer(values, mask=entries)) is None
+
+    def test_time_step_mask(self):
+        self._check_masking()
+        spec = self.spec
+        layer = spec.make()
+        x = random_input(spec.input_shape, seed=7)
+        steps = np.ones(spec.input_shape[:2], bool)
+        steps[-1] = False
+        # The feature axis is not masked: the math is unchanged.
+        bu.assert_close(as_numpy(layer(x, mask=steps)), spec.expected(x), what="time mask on features")
+        assert layer.compute_mask(x, steps) is steps
+        # From a Masking layer in a functional model: passed on.
+        inputs = keras.Input(spec.input_shape[1:])
+        out = layer(keras.layers.Masking(0.0)(inputs))
+        assert keras_mask(out) is not None
+        assert tuple(keras_mask(out).shape) == (None, spec.input_shape[1])
+
+    def test_mask_covering_axis(self):
+        self._check_masking()
+        spec = self.spec
+        layer = spec.make(axis=1)
+        x = random_input(spec.input_shape, seed=8)
+        steps = np.ones(spec.input_shape[:2], bool)
+        steps[0, 0] = False
+        steps[1] = False  # every step of sample 1 masked
+        full = np.broadcast_to(steps[:, :, None], spec.input_shape)
+        out = layer(x, mask=steps)
+        bu.assert_close(as_numpy(out), spec.expected(x, full, axis=1), what="time mask along axis")
+        passed_on = layer.compute_mask(x, steps)
+        assert passed_on is None if spec.reduces_axis else passed_on is steps
+        value, (grad,) = bu.vjp_all_modes(lambda t, m: layer(t, mask=m), [x, steps])
+        bu.assert_finite(grad, what="gradient")
+        np.testing.assert_array_equal(grad[~full], 0.0)
+
+    def test_embedding_mask_in_model(self):
+        self._check_masking()
+        spec = self.spec
+        tokens = keras.Input((5,), dtype="int32")
+        hidden = keras.layers.Embedding(7, spec.input_shape[-1], mask_zero=True)(tokens)
+        out = spec.make()(hidden)
+        assert tuple(keras_mask(out).shape) == (None, 5)
+        model = keras.Model(tokens, out)
+        ids = np.array([[1, 2, 3, 0, 0], [0, 0, 0, 0, 0]], "int32")
+        bu.assert_finite(as_numpy(model(ids)), what="output")
+
+    def test_bad_mask_shape(self):
+        self._check_masking()
+        spec = self.spec
+        layer = spec.make()
+        x = random_input(spec.input_shape)
+        bad = (
+            np.ones(spec.input_shape[:1] + (spec.input_shape[1] + 1,), bool),
+            np.ones(spec.input_shape[:-1] + (spec.input_shape[-1] + 1,), bool),
+            np.ones(spec.input_shape + (1,), bool),
+        )
+        for mask in bad:
+            with pytest.raises(ValueError, match="mask") as info:
+                layer(x, mask=mask)
+            assert str(mask.shape) in str(info.value) and str(x.shape) in str(info.value)
+        values = keras.Input(spec.input_shape[1:])
+        with pytest.raises(ValueError, match="mask"):
+            layer(values, mask=keras.Input((spec.input_shape[1] + 1,), dtype="bool"))
+
+    # ----------------------------------------------------------- bad input
+    def test_bad_axis(self):
+        spec = self.spec
+        rank = len(spec.input_shape)
+        layer = spec.make(axis=rank)
+        x = random_input(spec.input_shape)
+        with pytest.raises(ValueError, match="axis") as info:
+            layer(x)
+        assert str(tuple(x.shape)) in str(info.value)
+        with pytest.raises(ValueError, match="axis"):
+            layer(keras.Input(spec.input_shape[1:]))
+        with pytest.raises(ValueError, match="axis"):
+            layer.compute_output_shape(spec.input_shape)
+        for bad in (1.0, "last", (0, 1), None, True):
+            with pytest.raises(ValueError, match="axis"):
+                spec.make(axis=bad)

@@ -1,0 +1,56 @@
+"""StableSoftmax: the shared layer harness, plus the softmax-specific checks."""
+
+import keras
+import numpy as np
+
+from keras_stable.layers import StableSoftmax
+from tests import backend_utils as bu
+from tests import reference
+from tests.layer_harness import LayerHarness
+from tests.layer_harness import LayerSpec
+from tests.layer_harness import PrecisionCase
+from tests.layer_harness import default_edge_cases
+
+
+def softmax_reference(x, mask=None, axis=-1):
+    return reference.softmax(x, axis=axis, mask=mask)
+
+
+SPEC = LayerSpec(
+    layer_cls=StableSoftmax,
+    init_kwargs={"axis": -1},
+    reference=softmax_reference,
+    edge_cases=default_edge_cases(),
+    precision_cases=[
+        PrecisionCase([[12.0, 11.0, 0.0]], softmax_reference(np.array([[12.0, 11.0, 0.0]]))),
+        # Autocast would turn these into inf (and NaN) under float16.
+        PrecisionCase(
+            [[1e5, 99990.0]], softmax_reference(np.array([[1e5, 99990.0]])), feeds=("float32",)
+        ),
+    ],
+)
+
+
+class TestStableSoftmax(LayerHarness):
+    spec = SPEC
+
+
+def test_fully_masked_row_gives_zeros_and_zero_gradient():
+    layer = StableSoftmax()
+    x = np.array([[1.0, 2.0, 3.0], [-np.inf] * 3], "float32")
+    mask = np.array([[False] * 3, [True] * 3])
+    value, (grad,) = bu.vjp_all_modes(lambda t, m: layer(t, mask=m), [x, mask], cotangent=np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(value, 0.0)
+    np.testing.assert_array_equal(grad, 0.0)
+
+
+def test_keras_softmax_pairs_time_mask_with_features():
+    """keras.layers.Softmax broadcasts a (batch, time) mask from the right."""
+    x = np.random.default_rng(0).normal(size=(3, 3, 3)).astype("float32")
+    steps = np.array([[True, True, False], [True, False, False], [True] * 3])
+    ours = bu.to_numpy(StableSoftmax()(x, mask=steps))
+    theirs = bu.to_numpy(keras.layers.Softmax()(x, mask=steps))
+    bu.assert_close(ours, reference.softmax(x))  # time mask: math unchanged
+    # Keras aligns the mask from the right: batch with time, time with
+    # features, so it silently masks features (a shape error otherwise).
+    assert not np.allclose(theirs, ours)
