@@ -12,7 +12,8 @@ import keras  # noqa: E402
 try:
     from hypothesis import settings
 
-    settings.register_profile("ci", max_examples=25, deadline=None)
+    settings.register_profile("ci", max_examples=12, deadline=None)
+    settings.register_profile("thorough", max_examples=300, deadline=None)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 except ImportError:  # pragma: no cover
     pass
