@@ -15,7 +15,7 @@ Usage: describe the layer once with a `LayerSpec`, then subclass
 pytest then runs every `test_*` method below for that layer, on the backend
 of the process (`KERAS_BACKEND`). The checks:
 
-1. `test_registered_name` / `test_config_round_trip`: registered as
+1. `test_config_round_trip`: registered as
    `keras_stable>ClassName`; `get_config` holds every constructor argument;
    `from_config` (and `keras.saving` (de)serialization) rebuilds a layer
    with the same config AND identical outputs (keras core has silently
@@ -225,13 +225,11 @@ class LayerHarness:
         metafunc.parametrize("edge_case_name", params)
 
     # ------------------------------------------------------ serialization
-    def test_registered_name(self):
-        cls = self.spec.layer_cls
-        assert keras.saving.get_registered_name(cls) == f"keras_stable>{cls.__name__}"
-        assert keras.saving.get_registered_object(f"keras_stable>{cls.__name__}") is cls
-
     def test_config_round_trip(self):
         spec = self.spec
+        cls = spec.layer_cls
+        assert keras.saving.get_registered_name(cls) == f"keras_stable>{cls.__name__}"
+        assert keras.saving.get_registered_object(f"keras_stable>{cls.__name__}") is cls
         layer = spec.make(name="under_test")
         config = layer.get_config()
         for key, value in spec.init_kwargs.items():

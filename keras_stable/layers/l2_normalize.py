@@ -44,8 +44,9 @@ class L2Normalize(ShapePreservingLayer):
         division goes through the double-where pattern. The math runs in
         `result_type(x.dtype, "float32")` and the output is cast to the
         layer's compute dtype, so float16 `[300] * 4` gives 0.5 each;
-        inputs are not autocast first. An infinite entry gives NaN in its
-        vector (the direction is undefined); NaN gives NaN.
+        inputs are not autocast first. An infinite entry gives NaN at that
+        entry and 0 elsewhere in its vector, with a zero gradient (as
+        `keras_stable.ops.l2_normalize`); NaN gives NaN.
 
     Example:
 

@@ -48,8 +48,8 @@ class SafeNorm(AxisLayer):
         by its largest magnitude before squaring. The math runs in
         `result_type(x.dtype, "float32")` and the output is cast to the
         layer's compute dtype, so float16 `[300] * 4` gives 600, not `inf`;
-        inputs are not autocast first. An infinite entry gives `inf`; NaN
-        gives NaN.
+        inputs are not autocast first. An infinite entry gives `inf` with a
+        zero gradient; NaN gives NaN.
 
     Example:
 
