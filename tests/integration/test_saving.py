@@ -85,7 +85,7 @@ data = np.load(directory + "/data.npz")
 x = data["x"]
 y = {{k[2:]: data[k] for k in data.files if k.startswith("y_")}}
 predictions = model(x)
-optimizer_state = [keras.ops.convert_to_numpy(v) for v in model.optimizer.variables]
+optimizer_state = [keras.ops.convert_to_numpy(v.value) for v in model.optimizer.variables]
 steps = []
 for start in (0, {batch}):
     xb = x[start : start + {batch}]
@@ -135,7 +135,7 @@ def saved(tmp_path_factory):
         "predictions": _call(model, x),
         "compile_config": json.loads(json.dumps(model.get_compile_config())),
         "optimizer_variables": [v.path for v in model.optimizer.variables],
-        "optimizer_state": [keras.ops.convert_to_numpy(v) for v in model.optimizer.variables],
+        "optimizer_state": [keras.ops.convert_to_numpy(v.value) for v in model.optimizer.variables],
     }
     # The model that was never saved keeps training on the same batches.
     result["steps"] = [
