@@ -1,0 +1,271 @@
+"""Regenerates the figures of the documentation (docs/img/*.png).
+
+    KERAS_BACKEND=tensorflow python docs/scripts/make_plots.py
+
+Every curve is measured, not drawn: the plain formulation and keras_stable
+are run side by side on the TensorFlow backend (the gradients use
+`tf.GradientTape`). The figures quoted in the trap pages are printed too.
+Needs matplotlib (`pip install -e ".[docs]"`). Takes about a minute on two
+CPU cores.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+if os.environ.setdefault("KERAS_BACKEND", "tensorflow") != "tensorflow":
+    sys.exit("make_plots.py measures on the TensorFlow backend: unset KERAS_BACKEND.")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import keras  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
+
+import keras_stable  # noqa: E402
+from keras_stable import demo  # noqa: E402
+
+IMG = Path(__file__).resolve().parents[1] / "img"
+RED, BLUE, GREY = "tab:red", "tab:blue", "tab:grey"
+
+
+def value_and_grad(fn, x, dtype="float32"):
+    """`fn(x)` and `d sum(fn(x)) / dx`, as float64 NumPy arrays."""
+    x = tf.constant(np.asarray(x), dtype=dtype)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    grad = tape.gradient(y, x)
+    return (
+        np.asarray(tf.cast(y, "float64")),
+        np.asarray(tf.cast(grad, "float64")),
+    )
+
+
+def plot_demo():
+    rows = demo.run_all(demo.DEFAULT_STEPS, demo.MODES, out=lambda s: None)
+    demo.save_plot(rows, IMG / "demo.png")
+    print(demo.format_table(rows))
+
+
+def plot_norm_at_zero():
+    """Value and gradient of ||(t, 0, 0, 0)|| around t = 0."""
+    ts = np.concatenate([np.linspace(-3e-6, 3e-6, 121), [0.0]])
+    ts.sort()
+    formulations = {
+        "keras.ops.norm": lambda v: ops.norm(v),
+        "sqrt(sum(x**2) + 1e-12)": lambda v: ops.sqrt(ops.sum(v**2) + 1e-12),
+        "keras_stable.ops.safe_norm": lambda v: keras_stable.ops.safe_norm(v),
+    }
+    looks = {
+        "keras.ops.norm": dict(color=RED, linewidth=4, alpha=0.4),
+        "sqrt(sum(x**2) + 1e-12)": dict(color=GREY, linestyle="--"),
+        "keras_stable.ops.safe_norm": dict(color=BLUE, linewidth=1.5),
+    }
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, fn in formulations.items():
+        values, grads = [], []
+        for t in ts:
+            v, g = value_and_grad(fn, [t, 0.0, 0.0, 0.0])
+            values.append(float(v))
+            grads.append(float(g[0]))
+        values, grads = np.array(values), np.array(grads)
+        left.plot(ts * 1e6, values * 1e6, label=name, **looks[name])
+        right.plot(ts * 1e6, grads, label=name, **looks[name])
+        zero = np.flatnonzero(ts == 0.0)[0]
+        print(f"norm at 0, {name}: value {values[zero]:.3g}, grad {grads[zero]}")
+        if np.isnan(grads[zero]):
+            right.plot([0], [0], "x", color=RED, markersize=12, mew=3)
+            right.annotate(
+                "NaN at t = 0",
+                (0, 0),
+                xytext=(10, 10),
+                textcoords="offset points",
+                color=RED,
+            )
+    left.set(
+        title="value of ||(t, 0, 0, 0)||",
+        xlabel="t (×1e-6)",
+        ylabel="norm (×1e-6)",
+    )
+    right.set(title="gradient d/dt", xlabel="t (×1e-6)", ylabel="gradient")
+    left.legend(fontsize=8)
+    right.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(IMG / "norm-at-zero.png", dpi=100)
+    plt.close(fig)
+
+
+def _naive_softmax(s):
+    return ops.exp(s) / ops.sum(ops.exp(s), axis=-1, keepdims=True)
+
+
+def plot_softmax_overflow():
+    """p(class 0) of softmax([s, s - 1, 0]) as s grows, float32 and float16."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, dtype, top in zip(axes, ("float32", "float16"), (120.0, 16.0)):
+        ss = np.linspace(0.0, top, 241)
+        for name, fn, look in (
+            ("exp(s) / sum(exp(s))", _naive_softmax, dict(color=RED, linewidth=4, alpha=0.4)),
+            ("keras_stable.ops.softmax", keras_stable.ops.softmax, dict(color=BLUE)),
+        ):
+            x = np.stack([ss, ss - 1.0, np.zeros_like(ss)], axis=-1)
+            p = np.asarray(ops.cast(fn(ops.cast(x, dtype)), "float64"))[:, 0]
+            ax.plot(ss, p, label=name, **look)
+            bad = np.flatnonzero(~np.isfinite(p))
+            if bad.size:
+                first = ss[bad[0]]
+                ax.axvspan(first, top, color=RED, alpha=0.08)
+                ax.annotate(
+                    f"NaN from s = {first:.3g}",
+                    (first, 0.5),
+                    xytext=(6, 0),
+                    textcoords="offset points",
+                    color=RED,
+                )
+                print(f"naive softmax {dtype}: first NaN at s = {first:.4g}")
+        ax.set(
+            title=f"p(class 0) of softmax([s, s-1, 0]), {dtype}",
+            xlabel="s",
+            ylabel="probability",
+            ylim=(0, 1),
+        )
+        ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(IMG / "softmax-overflow.png", dpi=100)
+    plt.close(fig)
+
+
+def _masking_cases():
+    """(case, plain fn, keras_stable fn, input) for the masking figure."""
+    nan_label = np.array([1.0, np.nan, -1.0])
+    keep = np.array([True, False, True])
+    ce_labels = np.array([[1.0, 0.0, 0.0]])
+    return [
+        (
+            "squared error, NaN label\nmasked by multiplying",
+            lambda p: ops.sum(ops.cast(keep, p.dtype) * (nan_label - p) ** 2),
+            lambda p: keras_stable.ops.masked_task_distance(
+                nan_label, p, mask=keep, squared=True
+            ),
+            np.zeros(3),
+        ),
+        (
+            "squared error, NaN label\nmasked by one where()",
+            lambda p: ops.sum(ops.where(keep, (nan_label - p) ** 2, 0.0)),
+            lambda p: keras_stable.ops.masked_task_distance(
+                nan_label, p, mask=keep, squared=True
+            ),
+            np.zeros(3),
+        ),
+        (
+            "softmax of a fully\nmasked row [-inf]*3",
+            lambda x: ops.softmax(x),
+            lambda x: keras_stable.ops.softmax(x),
+            np.full(3, -np.inf),
+        ),
+        (
+            "logsumexp of [-inf]*3",
+            lambda x: ops.logsumexp(x),
+            lambda x: keras_stable.ops.logsumexp(x),
+            np.full(3, -np.inf),
+        ),
+        (
+            "cross-entropy, logits\n[2, -inf, 0], label 0",
+            lambda x: keras.losses.categorical_crossentropy(
+                ce_labels, x, from_logits=True
+            ),
+            lambda x: keras_stable.ops.softmax_cross_entropy(ce_labels, x),
+            np.array([[2.0, -np.inf, 0.0]]),
+        ),
+    ]
+
+
+def _summary(values, grads):
+    finite_v = np.all(np.isfinite(values) | np.isneginf(values))
+    finite_g = np.all(np.isfinite(grads))
+    v = np.asarray(values).ravel()
+    text_v = ", ".join(f"{x:.3g}" for x in v[:3])
+    text_g = ", ".join(f"{x:.3g}" for x in np.asarray(grads).ravel()[:3])
+    return finite_v, finite_g, text_v, text_g
+
+
+def plot_masking():
+    """A grid: value and gradient of each masking case, plain vs keras_stable."""
+    cases = _masking_cases()
+    columns = ["plain: value", "plain: gradient", "keras_stable: value", "keras_stable: gradient"]
+    fig, ax = plt.subplots(figsize=(11, 0.9 * len(cases) + 1.0))
+    ax.set_xlim(0, len(columns))
+    ax.set_ylim(0, len(cases))
+    ax.invert_yaxis()
+    ax.axis("off")
+    for col, title in enumerate(columns):
+        ax.text(col + 0.5, -0.15, title, ha="center", va="bottom", fontsize=9, weight="bold")
+    for row, (name, plain, stable, x) in enumerate(cases):
+        ax.text(-0.05, row + 0.5, name, ha="right", va="center", fontsize=8)
+        for k, fn in enumerate((plain, stable)):
+            values, grads = value_and_grad(fn, x)
+            ok_v, ok_g, text_v, text_g = _summary(values, grads)
+            print(f"masking, {name.replace(chr(10), ' ')}, {'plain' if k == 0 else 'keras_stable'}: value [{text_v}], grad [{text_g}]")
+            for j, (ok, text) in enumerate(((ok_v, text_v), (ok_g, text_g))):
+                col = 2 * k + j
+                ax.add_patch(
+                    plt.Rectangle(
+                        (col + 0.03, row + 0.08),
+                        0.94,
+                        0.84,
+                        color="#d9f2d9" if ok else "#f8d0d0",
+                    )
+                )
+                ax.text(col + 0.5, row + 0.5, text, ha="center", va="center", fontsize=8)
+    fig.subplots_adjust(left=0.2, right=0.99, top=0.9, bottom=0.02)
+    fig.savefig(IMG / "masking.png", dpi=100)
+    plt.close(fig)
+
+
+def plot_half_precision():
+    """float16 norm and l2-normalisation of [t, t, t, t] as t grows."""
+    ts = np.linspace(1.0, 400.0, 400)
+    x = np.repeat(ts[:, None], 4, axis=1).astype("float16")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    plain_norm = np.asarray(ops.cast(ops.norm(x, axis=-1), "float64"))
+    stable_norm = np.asarray(
+        ops.cast(keras_stable.ops.safe_norm(x, axis=-1), "float64")
+    )
+    left.plot(ts, np.where(np.isinf(plain_norm), np.nan, plain_norm), color=RED, linewidth=4, alpha=0.4, label="keras.ops.norm (float16)")
+    left.plot(ts, stable_norm, color=BLUE, label="keras_stable.ops.safe_norm (float16)")
+    first_inf = ts[np.flatnonzero(np.isinf(plain_norm))[0]]
+    left.axvspan(first_inf, ts[-1], color=RED, alpha=0.08)
+    left.annotate(f"inf from t = {first_inf:.0f}", (first_inf, 200), xytext=(6, 0), textcoords="offset points", color=RED)
+    print(f"float16 norm of [t]*4: keras.ops.norm is inf from t = {first_inf:.0f}")
+    left.set(title="||(t, t, t, t)|| in float16 (true value 2t)", xlabel="t", ylabel="norm")
+    left.legend(fontsize=8, loc="upper left")
+    plain_unit = np.asarray(ops.cast(ops.normalize(x, axis=-1), "float64"))[:, 0]
+    stable_unit = np.asarray(ops.cast(keras_stable.ops.l2_normalize(x, axis=-1), "float64"))[:, 0]
+    right.plot(ts, plain_unit, color=RED, linewidth=4, alpha=0.4, label="keras.ops.normalize (float16)")
+    right.plot(ts, stable_unit, color=BLUE, label="keras_stable.ops.l2_normalize (float16)")
+    print(f"float16 normalize of [300]*4: keras {plain_unit[299]:.3g}, keras_stable {stable_unit[299]:.3g}")
+    right.set(title="first entry of (t, t, t, t) / ||·|| in float16 (true 0.5)", xlabel="t", ylim=(-0.05, 0.6))
+    right.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(IMG / "half-precision.png", dpi=100)
+    plt.close(fig)
+
+
+def main():
+    IMG.mkdir(exist_ok=True)
+    print(f"Keras {keras.__version__}, TensorFlow {tf.__version__}, backend {keras.config.backend()}")
+    plot_norm_at_zero()
+    plot_softmax_overflow()
+    plot_masking()
+    plot_half_precision()
+    plot_demo()
+    print(f"figures written to {IMG}")
+
+
+if __name__ == "__main__":
+    main()
