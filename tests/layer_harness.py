@@ -43,11 +43,12 @@ of the process (`KERAS_BACKEND`). The checks:
    exact checks such as float16 `[300] * 4`).
 7. `test_edge_case[name]`: the edge-case grid (`spec.edge_cases`, by
    default `default_edge_cases()`: zeros, +-1e4, -inf, float16 above 11,
-   and a masked case with NaN/inf under the mask and a fully masked row). Values match the reference and
-   are finite where the contract says so; gradients (random cotangent)
-   are finite, eagerly and compiled (`tests/backend_utils.vjp`), and the
-   two agree. A known ops bug is an `xfail(strict=True)` case, so its fix
-   is noticed.
+   and a masked case with NaN/inf under the mask and a fully masked row).
+   Values match the reference and are finite where the contract says so;
+   gradients (random cotangent) are finite, eagerly and compiled
+   (`tests/backend_utils.vjp`), the two agree, and masked entries get a
+   gradient of exactly 0. An `EdgeCase(known_bug=...)` becomes an
+   `xfail(strict=True)` case, so a fix is noticed.
 8. Masks (`spec.supports_masking`): an explicit mask of the input's shape is
    applied and consumed (`compute_mask` is None); a `(batch, time)` mask
    leaves the math unchanged and is passed on when `axis` is the feature
@@ -58,6 +59,8 @@ of the process (`KERAS_BACKEND`). The checks:
    `axis` and the input shape at the first (symbolic or eager) call; a
    non-int `axis` raises at construction.
 
+A new layer adds a spec and a subclass; a class that is not a layer can
+reuse the pieces (`EdgeCase`, `default_edge_cases`, `fit_one_step`).
 The reference is a float64 NumPy function `reference(x, mask=None,
 **init_kwargs)`; `mask`, when given, is a boolean array of `x`'s shape
 marking the entries that take part.
@@ -183,11 +186,6 @@ def keras_mask(x):
 
 def policy_compute_dtype(policy):
     return keras.DTypePolicy(policy).compute_dtype
-
-
-def round_to(x, dtype):
-    """`x` rounded to `dtype` and back to float64 (what the layer is fed)."""
-    return bu.to_numpy(keras.ops.cast(keras.ops.convert_to_tensor(np.asarray(x, "float32")), dtype))
 
 
 def sequence_loss(y_true, y_pred):

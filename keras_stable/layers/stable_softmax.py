@@ -47,7 +47,8 @@ class StableSoftmax(ShapePreservingLayer):
         gradient, where `keras.ops.softmax` gives NaN; unlike
         `keras.layers.Softmax`, no `-1e9` is substituted, so the value is
         exact, and a `(batch, time)` mask is aligned with the leading
-        dimensions instead of being broadcast against the feature axis.
+        dimensions instead of being broadcast against the feature axis,
+        and a class mask is not handed on to the loss as sample weights.
 
     Example:
 

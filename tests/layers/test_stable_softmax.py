@@ -54,3 +54,11 @@ def test_keras_softmax_pairs_time_mask_with_features():
     # Keras aligns the mask from the right: batch with time, time with
     # features, so it silently masks features (a shape error otherwise).
     assert not np.allclose(theirs, ours)
+
+
+def test_class_mask_is_consumed_where_keras_softmax_passes_it_on():
+    logits = keras.Input((3,))
+    classes = keras.Input((3,), dtype="bool")
+    assert getattr(StableSoftmax()(logits, mask=classes), "_keras_mask", None) is None
+    # keras.layers.Softmax hands the class mask to the loss as sample weights.
+    assert getattr(keras.layers.Softmax()(logits, mask=classes), "_keras_mask", None) is not None
