@@ -457,3 +457,5 @@ class LayerHarness:
         for bad in (1.0, "last", (0, 1), None, True):
             with pytest.raises(ValueError, match="axis"):
                 spec.make(axis=bad)
+        config = spec.make(axis=np.int64(-1)).get_config()
+        assert type(config["axis"]) is int

@@ -7,18 +7,24 @@ and the output is cast to `self.compute_dtype` (as keras core's normalization
 layers do). Subclasses only say which `keras_stable.ops` function to call.
 """
 
+import numbers
+
 import keras
 from keras import ops
 
 
 def check_axis_type(axis):
-    """Raises a `ValueError` unless `axis` is a plain int (not a bool)."""
-    if isinstance(axis, bool) or not isinstance(axis, int):
+    """Returns `axis` as an int; raises a `ValueError` unless it is one.
+
+    NumPy integers are accepted (and stored as `int`, so configs stay plain
+    JSON); bools, floats, tuples and `None` are not.
+    """
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
         raise ValueError(
             f"`axis` must be an int, got {axis!r} of type "
             f"{type(axis).__name__}."
         )
-    return axis
+    return int(axis)
 
 
 def _shape(x):
