@@ -49,14 +49,16 @@ def safe_sqrt(x):
 
 def _norm(x, axes, keepdims):
     """Euclidean norm of a float tensor over `axes`, computed in x's dtype."""
-    abs_x = ops.abs(x)
     # Scale by the largest magnitude so the sum of squares cannot overflow
     # when the norm itself is representable (bfloat16 and float32 inputs
     # above ~1.8e19). ||x|| = m * ||x / m|| for any m > 0, so the scale
-    # carries no gradient and is held constant.
-    scale = ops.stop_gradient(ops.max(abs_x, axis=axes, keepdims=True))
-    usable = ops.logical_and(ops.greater(scale, 0), ops.isfinite(scale))
-    scale = ops.where(usable, scale, ops.ones_like(scale))
+    # carries no gradient and is held constant. NaN is skipped by the max,
+    # so the same reduction also tells whether an entry is infinite (one
+    # pass over x fewer than a separate `any(isinf(x))`).
+    abs_x = ops.where(ops.isnan(x), ops.zeros_like(x), ops.abs(x))
+    largest = ops.stop_gradient(ops.max(abs_x, axis=axes, keepdims=True))
+    usable = ops.logical_and(ops.greater(largest, 0), ops.isfinite(largest))
+    scale = ops.where(usable, largest, ops.ones_like(largest))
     sum_sq = ops.sum(ops.square(x / scale), axis=axes, keepdims=True)
     # sum_sq == 0 only for the zero vector (NaN compares unequal and flows on).
     nonzero = ops.not_equal(sum_sq, 0)
@@ -64,7 +66,7 @@ def _norm(x, axes, keepdims):
     norm = ops.where(nonzero, scale * root, ops.zeros_like(sum_sq))
     # An infinite entry: the norm is inf (x / inf would give NaN above).
     norm = ops.where(
-        ops.any(ops.isinf(x), axis=axes, keepdims=True),
+        ops.equal(largest, float("inf")),
         ops.full_like(norm, float("inf")),
         norm,
     )
