@@ -59,11 +59,14 @@ def main():
     masked_logits = np.where(allowed[first], 1.0, -np.inf).astype("float32")
     builtin = keras.losses.CategoricalCrossentropy(from_logits=True)
     stable = keras_stable.losses.StableSoftmaxCrossEntropy()
-    print("CategoricalCrossentropy on -inf logits:  ", float(builtin(one_hot, masked_logits)))
-    print("StableSoftmaxCrossEntropy on -inf logits:", round(float(stable(one_hot, masked_logits)), 6))
+    plain_value = float(builtin(one_hot, masked_logits))
+    stable_value = float(stable(one_hot, masked_logits))
+    print("CategoricalCrossentropy on -inf logits:  ", plain_value)
+    print("StableSoftmaxCrossEntropy on -inf logits:", round(stable_value, 6))
 
     sparse = keras_stable.losses.StableSparseSoftmaxCrossEntropy(ignore_class=-1)
-    print("a batch with every label ignored:", float(sparse(np.full(4, -1), masked_logits)))
+    nothing = float(sparse(np.full(4, -1), masked_logits))
+    print("a batch with every label ignored:", nothing)
 
     keras.utils.set_random_seed(0)
     model = build_model()
@@ -73,7 +76,9 @@ def main():
         metrics=[keras_stable.metrics.StableSparseCrossEntropy(ignore_class=-1)],
         jit_compile=keras.config.backend() != "torch",
     )
-    history = model.fit([x, allowed], labels, batch_size=64, epochs=4, verbose=0).history
+    history = model.fit(
+        [x, allowed], labels, batch_size=64, epochs=4, verbose=0
+    ).history
     print("loss per epoch:", [round(v, 4) for v in history["loss"]])
 
     x_test, allowed_test, labels_test = make_data(500, seed=1)

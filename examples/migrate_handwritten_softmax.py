@@ -58,7 +58,9 @@ def main():
     # Before.
     keras.utils.set_random_seed(0)
     before = keras.Sequential([logits_model(), HandWrittenSoftmax()])
-    before.compile(optimizer=keras.optimizers.Adam(0.01), loss=handwritten_cross_entropy)
+    before.compile(
+        optimizer=keras.optimizers.Adam(0.01), loss=handwritten_cross_entropy
+    )
     before_losses = before.fit(x, y, batch_size=50, epochs=5, verbose=0).history["loss"]
     print("before (hand-written softmax), loss per epoch:", before_losses)
 

@@ -43,10 +43,11 @@ def main():
         x, labels = make_data(1500)
 
         h = keras.ops.cast(x[:4], "float16")
-        plain_unit = keras.ops.convert_to_numpy(keras.ops.normalize(h, axis=-1))
-        plain_norm = keras.ops.convert_to_numpy(keras.ops.norm(h, axis=-1))
-        stable_unit = keras.ops.convert_to_numpy(keras_stable.ops.l2_normalize(h, axis=-1))
-        stable_norm = keras.ops.convert_to_numpy(keras_stable.ops.safe_norm(h, axis=-1))
+        to_numpy = keras.ops.convert_to_numpy
+        plain_unit = to_numpy(keras.ops.normalize(h, axis=-1))
+        plain_norm = to_numpy(keras.ops.norm(h, axis=-1))
+        stable_unit = to_numpy(keras_stable.ops.l2_normalize(h, axis=-1))
+        stable_norm = to_numpy(keras_stable.ops.safe_norm(h, axis=-1))
         print("float16 keras.ops.norm:        ", plain_norm)
         print("float16 keras_stable safe_norm:", stable_norm)
         print("float16 keras.ops.normalize, row 0:    ", plain_unit[0])

@@ -70,8 +70,7 @@ def main():
     print("validation:", {k: round(v, 4) for k, v in result.items()})
 
     weights_finite = all(
-        np.all(np.isfinite(keras.ops.convert_to_numpy(w.value)))
-        for w in model.weights
+        bool(keras.ops.all(keras.ops.isfinite(w.value))) for w in model.weights
     )
     if not (np.all(np.isfinite(losses)) and weights_finite):
         raise SystemExit("non-finite loss or weights")

@@ -107,7 +107,12 @@ def test_trap_page_has_its_generated_figure_and_fix(page):
         path = (page.parent / image).resolve()
         assert path.is_file(), f"{page.name}: {image} missing"
         assert path.name in script, f"{path.name} is not made by make_plots.py"
-    for section in ("## What goes wrong", "## Measured", "## The identity used", "## The one-line change"):
+    for section in (
+        "## What goes wrong",
+        "## Measured",
+        "## The identity used",
+        "## The one-line change",
+    ):
         assert section in text, f"{page.name} lacks '{section}'"
 
 

@@ -31,6 +31,10 @@ from keras_stable import demo  # noqa: E402
 
 IMG = Path(__file__).resolve().parents[1] / "img"
 RED, BLUE, GREY = "tab:red", "tab:blue", "tab:grey"
+# The plain formulation is drawn wide and pale, keras_stable thin on top, so
+# both stay visible where they agree.
+PLAIN = dict(color=RED, linewidth=4, alpha=0.4)
+STABLE = dict(color=BLUE, linewidth=1.5)
 
 
 def value_and_grad(fn, x, dtype="float32"):
@@ -62,9 +66,9 @@ def plot_norm_at_zero():
         "keras_stable.ops.safe_norm": lambda v: keras_stable.ops.safe_norm(v),
     }
     looks = {
-        "keras.ops.norm": dict(color=RED, linewidth=4, alpha=0.4),
+        "keras.ops.norm": PLAIN,
         "sqrt(sum(x**2) + 1e-12)": dict(color=GREY, linestyle="--"),
-        "keras_stable.ops.safe_norm": dict(color=BLUE, linewidth=1.5),
+        "keras_stable.ops.safe_norm": STABLE,
     }
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for name, fn in formulations.items():
@@ -110,8 +114,8 @@ def plot_softmax_overflow():
     for ax, dtype, top in zip(axes, ("float32", "float16"), (120.0, 16.0)):
         ss = np.linspace(0.0, top, 241)
         for name, fn, look in (
-            ("exp(s) / sum(exp(s))", _naive_softmax, dict(color=RED, linewidth=4, alpha=0.4)),
-            ("keras_stable.ops.softmax", keras_stable.ops.softmax, dict(color=BLUE)),
+            ("exp(s) / sum(exp(s))", _naive_softmax, PLAIN),
+            ("keras_stable.ops.softmax", keras_stable.ops.softmax, STABLE),
         ):
             x = np.stack([ss, ss - 1.0, np.zeros_like(ss)], axis=-1)
             p = np.asarray(ops.cast(fn(ops.cast(x, dtype)), "float64"))[:, 0]
@@ -197,20 +201,30 @@ def _summary(values, grads):
 def plot_masking():
     """A grid: value and gradient of each masking case, plain vs keras_stable."""
     cases = _masking_cases()
-    columns = ["plain: value", "plain: gradient", "keras_stable: value", "keras_stable: gradient"]
+    columns = [
+        "plain: value",
+        "plain: gradient",
+        "keras_stable: value",
+        "keras_stable: gradient",
+    ]
     fig, ax = plt.subplots(figsize=(11, 0.9 * len(cases) + 1.0))
     ax.set_xlim(0, len(columns))
     ax.set_ylim(0, len(cases))
     ax.invert_yaxis()
     ax.axis("off")
     for col, title in enumerate(columns):
-        ax.text(col + 0.5, -0.15, title, ha="center", va="bottom", fontsize=9, weight="bold")
+        ax.text(
+            col + 0.5, -0.15, title, ha="center", va="bottom",
+            fontsize=9, weight="bold",
+        )
     for row, (name, plain, stable, x) in enumerate(cases):
         ax.text(-0.05, row + 0.5, name, ha="right", va="center", fontsize=8)
         for k, fn in enumerate((plain, stable)):
             values, grads = value_and_grad(fn, x)
             ok_v, ok_g, text_v, text_g = _summary(values, grads)
-            print(f"masking, {name.replace(chr(10), ' ')}, {'plain' if k == 0 else 'keras_stable'}: value [{text_v}], grad [{text_g}]")
+            who = "plain" if k == 0 else "keras_stable"
+            case = name.replace("\n", " ")
+            print(f"masking, {case}, {who}: value [{text_v}], grad [{text_g}]")
             for j, (ok, text) in enumerate(((ok_v, text_v), (ok_g, text_g))):
                 col = 2 * k + j
                 ax.add_patch(
@@ -221,7 +235,10 @@ def plot_masking():
                         color="#d9f2d9" if ok else "#f8d0d0",
                     )
                 )
-                ax.text(col + 0.5, row + 0.5, text, ha="center", va="center", fontsize=8)
+                ax.text(
+                    col + 0.5, row + 0.5, text, ha="center", va="center",
+                    fontsize=8,
+                )
     fig.subplots_adjust(left=0.2, right=0.99, top=0.9, bottom=0.02)
     fig.savefig(IMG / "masking.png", dpi=100)
     plt.close(fig)
@@ -236,20 +253,48 @@ def plot_half_precision():
     stable_norm = np.asarray(
         ops.cast(keras_stable.ops.safe_norm(x, axis=-1), "float64")
     )
-    left.plot(ts, np.where(np.isinf(plain_norm), np.nan, plain_norm), color=RED, linewidth=4, alpha=0.4, label="keras.ops.norm (float16)")
-    left.plot(ts, stable_norm, color=BLUE, label="keras_stable.ops.safe_norm (float16)")
+    shown = np.where(np.isinf(plain_norm), np.nan, plain_norm)
+    left.plot(ts, shown, label="keras.ops.norm (float16)", **PLAIN)
+    left.plot(
+        ts, stable_norm, label="keras_stable.ops.safe_norm (float16)", **STABLE
+    )
     first_inf = ts[np.flatnonzero(np.isinf(plain_norm))[0]]
     left.axvspan(first_inf, ts[-1], color=RED, alpha=0.08)
-    left.annotate(f"inf from t = {first_inf:.0f}", (first_inf, 200), xytext=(6, 0), textcoords="offset points", color=RED)
+    left.annotate(
+        f"inf from t = {first_inf:.0f}",
+        (first_inf, 200),
+        xytext=(6, 0),
+        textcoords="offset points",
+        color=RED,
+    )
     print(f"float16 norm of [t]*4: keras.ops.norm is inf from t = {first_inf:.0f}")
-    left.set(title="||(t, t, t, t)|| in float16 (true value 2t)", xlabel="t", ylabel="norm")
+    left.set(
+        title="||(t, t, t, t)|| in float16 (true value 2t)",
+        xlabel="t",
+        ylabel="norm",
+    )
     left.legend(fontsize=8, loc="upper left")
-    plain_unit = np.asarray(ops.cast(ops.normalize(x, axis=-1), "float64"))[:, 0]
-    stable_unit = np.asarray(ops.cast(keras_stable.ops.l2_normalize(x, axis=-1), "float64"))[:, 0]
-    right.plot(ts, plain_unit, color=RED, linewidth=4, alpha=0.4, label="keras.ops.normalize (float16)")
-    right.plot(ts, stable_unit, color=BLUE, label="keras_stable.ops.l2_normalize (float16)")
-    print(f"float16 normalize of [300]*4: keras {plain_unit[299]:.3g}, keras_stable {stable_unit[299]:.3g}")
-    right.set(title="first entry of (t, t, t, t) / ||·|| in float16 (true 0.5)", xlabel="t", ylim=(-0.05, 0.6))
+    def first_entry(values):
+        return np.asarray(ops.cast(values, "float64"))[:, 0]
+
+    plain_unit = first_entry(ops.normalize(x, axis=-1))
+    stable_unit = first_entry(keras_stable.ops.l2_normalize(x, axis=-1))
+    right.plot(ts, plain_unit, label="keras.ops.normalize (float16)", **PLAIN)
+    right.plot(
+        ts,
+        stable_unit,
+        label="keras_stable.ops.l2_normalize (float16)",
+        **STABLE,
+    )
+    print(
+        f"float16 normalize of [300]*4: keras {plain_unit[299]:.3g}, "
+        f"keras_stable {stable_unit[299]:.3g}"
+    )
+    right.set(
+        title="first entry of (t, t, t, t) / ||·|| in float16 (true 0.5)",
+        xlabel="t",
+        ylim=(-0.05, 0.6),
+    )
     right.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(IMG / "half-precision.png", dpi=100)
@@ -258,7 +303,10 @@ def plot_half_precision():
 
 def main():
     IMG.mkdir(exist_ok=True)
-    print(f"Keras {keras.__version__}, TensorFlow {tf.__version__}, backend {keras.config.backend()}")
+    print(
+        f"Keras {keras.__version__}, TensorFlow {tf.__version__}, "
+        f"backend {keras.config.backend()}"
+    )
     plot_norm_at_zero()
     plot_softmax_overflow()
     plot_masking()
