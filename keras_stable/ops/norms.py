@@ -59,7 +59,10 @@ def _norm(x, axes, keepdims):
     largest = ops.stop_gradient(ops.max(abs_x, axis=axes, keepdims=True))
     usable = ops.logical_and(ops.greater(largest, 0), ops.isfinite(largest))
     scale = ops.where(usable, largest, ops.ones_like(largest))
-    sum_sq = ops.sum(ops.square(x / scale), axis=axes, keepdims=True)
+    # Infinite entries leave the sum (the outer where below returns inf):
+    # `square(inf)` would meet a zero cotangent there, 0 * inf = NaN.
+    finite_x = ops.where(ops.isinf(x), ops.zeros_like(x), x)
+    sum_sq = ops.sum(ops.square(finite_x / scale), axis=axes, keepdims=True)
     # sum_sq == 0 only for the zero vector (NaN compares unequal and flows on).
     nonzero = ops.not_equal(sum_sq, 0)
     root = ops.sqrt(ops.where(nonzero, sum_sq, ops.ones_like(sum_sq)))
@@ -134,7 +137,8 @@ def l2_normalize(x, axis=-1):
         gradient of `1/eps` (1e12) at zero. The division goes through the
         double-where pattern: a zero vector gives zeros with a gradient of
         exactly 0 (the derivative does not exist there). An infinite entry
-        gives NaN in that vector (the direction is undefined); NaN gives NaN.
+        gives NaN at that entry, 0 elsewhere, and a zero gradient; NaN gives
+        NaN.
 
     Example:
 
