@@ -273,7 +273,7 @@ def check_fit_step(spec):
     for key, values in history.history.items():
         assert np.all(np.isfinite(values)), (key, values)
     for w in model.weights:
-        assert_finite(to_numpy(w), w.path)
+        assert_finite(to_numpy(w.value), w.path)
 
 
 def check_precision(spec, policy):

@@ -63,7 +63,7 @@ def test_masked_multi_task_model_trains_with_finite_weights():
     history = model.fit(x, y, sample_weight=mask, batch_size=BATCH, epochs=4, shuffle=False, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
     for w in model.weights:
-        assert_finite(to_numpy(w), w.path)
+        assert_finite(to_numpy(w.value), w.path)
     after = _per_task_loss(model, x, y)
     assert np.all(after < before), (before, after)
     assert history.history["loss"][-1] < history.history["loss"][0]
@@ -106,8 +106,8 @@ def test_keras_ops_norm_formulation_is_nan_under_xla_and_jax():
     model = _linear_model()
     model.compile(optimizer=keras.optimizers.SGD(0.02), loss=_norm_loss(0), jit_compile=JIT)
     history = model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
-    kernel = to_numpy(model.weights[0])
-    bias = to_numpy(model.weights[1])
+    kernel = to_numpy(model.weights[0].value)
+    bias = to_numpy(model.weights[1].value)
     n_nan = int(np.isnan(kernel).sum() + np.isnan(bias).sum())
     # The loss value itself is finite: only the gradient is poisoned.
     assert np.isfinite(history.history["loss"][0])
@@ -200,7 +200,7 @@ def test_stable_softmax_cross_entropy_trains_500_steps(policy):
     assert np.isfinite(mean_loss)
     final = float(to_numpy(StableSoftmaxCrossEntropy()(y[:4], model.predict(x[:4], verbose=0))))
     for w in model.weights:
-        assert_finite(to_numpy(w), f"{policy} {w.path}")
+        assert_finite(to_numpy(w.value), f"{policy} {w.path}")
     assert final < initial, (initial, final)
 
 

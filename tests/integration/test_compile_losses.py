@@ -131,7 +131,7 @@ def test_task_sample_weight_masks_tasks_in_fit():
     np.testing.assert_allclose(result["loss"], expected, rtol=1e-5)
     np.testing.assert_allclose(result["masked_multi_task_distance"], expected, rtol=1e-5)
     model.fit(x, y, sample_weight=sw, batch_size=8, epochs=1, verbose=0)
-    assert all(np.isfinite(to_numpy(w)).all() for w in model.weights)
+    assert all(np.isfinite(to_numpy(w.value)).all() for w in model.weights)
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
