@@ -60,22 +60,6 @@ def to_float32(x):
     return ops.cast(x, "float32")
 
 
-def safe_log(p):
-    """`log(p)` for probabilities: `-inf` with a zero gradient at `p == 0`.
-
-    The double where keeps `1/p = inf` out of the gradient of a class whose
-    probability is 0 (a zero label there then contributes exactly 0 through
-    the logit-space cross-entropies). A negative or NaN probability gives NaN.
-    """
-    positive = ops.greater(p, 0)
-    log_p = ops.log(ops.where(positive, p, ops.ones_like(p)))
-    invalid = ops.full_like(p, float("nan"))
-    zero = ops.full_like(p, float("-inf"))
-    return ops.where(
-        positive, log_p, ops.where(ops.equal(p, 0), zero, invalid)
-    )
-
-
 def align_weights(weights, values, name="sample_weight"):
     """Broadcasts `weights` onto `values`, aligning their leading axes.
 

@@ -6,7 +6,7 @@ from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._base import check_bool
-from keras_stable.losses._base import safe_log
+from keras_stable.ops.cross_entropy import safe_log
 from keras_stable.losses._base import static_shape
 from keras_stable.losses._base import to_float32
 from keras_stable.ops.cross_entropy import check_label_smoothing

@@ -218,7 +218,7 @@ def sigmoid_cross_entropy(labels, logits):
         Uses `max(x, 0) - x * labels + log1p(exp(-|x|))`: `exp` never sees a
         positive argument, so the value is finite for every finite logit
         (1e4 gives 1e4, not `inf`) and the gradient is
-        `sigmoid(x) - labels`. No probability is formed or clipped. Half
+        `sigmoid(x) - labels` (0.5 - labels at x = 0). No probability is formed or clipped. Half
         precision is computed in float32. An infinite logit gives `inf` or
         NaN (`inf - inf`), as the built-ins do.
 
@@ -235,9 +235,29 @@ def sigmoid_cross_entropy(labels, logits):
     compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
     logits = ops.cast(logits, compute)
     labels = ops.cast(labels, compute)
-    loss = (
-        ops.relu(logits)
-        - logits * labels
-        + ops.log1p(ops.exp(-ops.abs(logits)))
-    )
+    # relu(x) and -|x| through one shared select: at x == 0 autodiff would
+    # otherwise pick relu'(0) and abs'(0) independently (0 and 0 on JAX),
+    # giving -labels instead of sigmoid(0) - labels; zero-initialised heads
+    # start exactly there.
+    nonnegative = ops.greater_equal(logits, 0)
+    relu_x = ops.where(nonnegative, logits, ops.zeros_like(logits))
+    neg_abs = ops.where(nonnegative, -logits, logits)
+    loss = relu_x - logits * labels + ops.log1p(ops.exp(neg_abs))
     return ops.cast(loss, out_dtype)
+
+
+def safe_log(p):
+    """`log(p)` for probabilities: `-inf` with a zero gradient at `p == 0`.
+
+    The double where keeps `1/p = inf` out of the gradient of a class whose
+    probability is 0 (a zero label there then contributes exactly 0 through
+    the logit-space cross-entropies). A negative or NaN probability gives
+    NaN. Used by the losses and metrics for `from_logits=False`.
+    """
+    positive = ops.greater(p, 0)
+    log_p = ops.log(ops.where(positive, p, ops.ones_like(p)))
+    invalid = ops.full_like(p, float("nan"))
+    zero = ops.full_like(p, float("-inf"))
+    return ops.where(
+        positive, log_p, ops.where(ops.equal(p, 0), zero, invalid)
+    )

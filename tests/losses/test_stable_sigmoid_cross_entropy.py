@@ -48,7 +48,6 @@ def test_extreme_logits_vs_reference():
     assert_close(grad, (sig - labels) / 6)
 
 
-@pytest.mark.xfail(reason="ops.sigmoid_cross_entropy: gradient at logit 0 (see /work/notes/ops_bugs.md)", strict=False)
 def test_gradient_at_logit_zero():
     loss = StableSigmoidCrossEntropy(reduction="sum")
     _, (grad,) = vjp_all_modes(lambda x: loss(np.array([[0.5, 1.0]], "float32"), x), [np.zeros((1, 2), "float32")])

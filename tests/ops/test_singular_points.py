@@ -132,3 +132,12 @@ def test_sparse_label_out_of_range_is_not_silently_finite():
     out = keras.ops.convert_to_numpy(
         ops.sparse_softmax_cross_entropy(np.array([3, -1, 1]), logits))
     assert np.isnan(out[0]) and np.isnan(out[1]) and np.isfinite(out[2])
+
+
+def test_sigmoid_cross_entropy_gradient_at_logit_zero(setting):
+    """relu and |x| share one select: the gradient at 0 is sigmoid(0) - y."""
+    mode, dtype = setting
+    out, (g,) = _grads(ops.sigmoid_cross_entropy, [[0.5, 1.0, 0.0], [0.0, 0.0, 0.0]],
+                       wrt=(1,), dtype=dtype, mode=mode)
+    np.testing.assert_allclose(out, [np.log(2)] * 3, rtol=1e-3)
+    np.testing.assert_array_equal(g, [0.0, -0.5, 0.5])
