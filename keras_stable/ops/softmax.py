@@ -57,8 +57,12 @@ def _prepare(x, axis, mask):
 
 
 def _safe_log(total):
-    """`log(total)`, and `-inf` with a zero gradient where `total == 0`."""
-    nonempty = ops.greater(total, 0)
+    """`log(total)`, and `-inf` with a zero gradient where `total == 0`.
+
+    `total != 0` rather than `total > 0`: a NaN logit makes the total NaN,
+    and NaN must flow on to the result, not read as an empty row.
+    """
+    nonempty = ops.not_equal(total, 0)
     log_total = ops.log(ops.where(nonempty, total, ops.ones_like(total)))
     return nonempty, log_total
 
@@ -147,7 +151,7 @@ def softmax(x, axis=-1, mask=None):
     """
     x, out_dtype, axis, mask = _prepare(x, axis, mask)
     valid, z, total, _ = shifted_logits(x, axis, mask)
-    nonempty = ops.greater(total, 0)
+    nonempty, _ = _safe_log(total)
     safe_total = ops.where(nonempty, total, ops.ones_like(total))
     probs = ops.where(
         ops.logical_and(valid, nonempty),

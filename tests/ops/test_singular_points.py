@@ -141,3 +141,15 @@ def test_sigmoid_cross_entropy_gradient_at_logit_zero(setting):
                        wrt=(1,), dtype=dtype, mode=mode)
     np.testing.assert_allclose(out, [np.log(2)] * 3, rtol=1e-3)
     np.testing.assert_array_equal(g, [0.0, -0.5, 0.5])
+
+
+@pytest.mark.parametrize("op", [ops.logsumexp, ops.softmax, ops.log_softmax,
+                                lambda x: ops.softmax_cross_entropy(np.eye(3)[:2].astype("float32"), x),
+                                lambda x: ops.sparse_softmax_cross_entropy(np.array([0, 1]), x)],
+                         ids=["logsumexp", "softmax", "log_softmax", "softmax_ce", "sparse_ce"])
+def test_nan_in_a_valid_entry_propagates(op):
+    """NaN is loud: a NaN logit in a valid entry never reads as an empty row."""
+    x = keras.ops.convert_to_tensor(np.array([[1.0, np.nan, 2.0], [1.0, 2.0, 3.0]], "float32"))
+    out = keras.ops.convert_to_numpy(op(x)).astype("float64")
+    assert np.all(np.isnan(out[0])), out
+    assert np.all(np.isfinite(out[1])), out
