@@ -31,8 +31,11 @@ only_torch = pytest.mark.skipif(BACKEND != "torch", reason="torch backend only")
 
 def to_numpy(x):
     """Any backend tensor (bfloat16 included) → float64/int/bool NumPy array."""
-    x = keras.ops.convert_to_numpy(keras.ops.convert_to_tensor(x))
-    x = np.asarray(x)
+    x = keras.ops.convert_to_tensor(x)
+    if keras.backend.standardize_dtype(x.dtype) == "bfloat16":
+        # TF cannot hand a 0-d bfloat16 tensor to NumPy; the cast is exact.
+        x = keras.ops.cast(x, "float32")
+    x = np.asarray(keras.ops.convert_to_numpy(x))
     if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
         return x.astype("float64")
     return x
