@@ -14,6 +14,9 @@ computes `0 * inf = NaN`).
 import keras
 from keras import ops
 
+from keras_stable.ops._utils import dtype_of
+from keras_stable.ops._utils import static_shape
+
 _REDUCTIONS = (
     "sum_over_batch_size",
     "sum",
@@ -22,14 +25,6 @@ _REDUCTIONS = (
     "none",
     None,
 )
-
-
-def dtype_of(x):
-    return keras.backend.standardize_dtype(x.dtype)
-
-
-def static_shape(x):
-    return tuple(x.shape)
 
 
 def check_reduction(reduction):
