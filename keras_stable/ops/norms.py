@@ -47,43 +47,32 @@ def safe_sqrt(x):
     return ops.cast(ops.where(positive, root, fallback), out_dtype)
 
 
-def _norm(x, axes, keepdims, rescale=True):
-    """Euclidean norm of a float tensor over `axes`, computed in x's dtype.
-
-    `rescale=False` is for float16 inputs computed in float32: their squares
-    (at most 65504**2, at least 2**-48) can neither overflow nor underflow
-    float32, so the scaling pass is skipped.
-    """
-    if rescale:
-        # Scale by the largest magnitude so the sum of squares cannot
-        # overflow when the norm itself is representable (bfloat16 and
-        # float32 inputs above ~1.8e19). ||x|| = m * ||x / m|| for any m > 0,
-        # so the scale carries no gradient and is held constant. NaN is
-        # skipped by the max, so the same reduction also tells whether an
-        # entry is infinite (one pass over x fewer than `any(isinf(x))`).
-        abs_x = ops.where(ops.isnan(x), ops.zeros_like(x), ops.abs(x))
-        largest = ops.stop_gradient(ops.max(abs_x, axis=axes, keepdims=True))
-        usable = ops.logical_and(
-            ops.greater(largest, 0), ops.isfinite(largest)
-        )
-        scale = ops.where(usable, largest, ops.ones_like(largest))
-        has_inf = ops.equal(largest, float("inf"))
-    else:
-        has_inf = ops.any(ops.isinf(x), axis=axes, keepdims=True)
+def _norm(x, axes, keepdims):
+    """Euclidean norm of a float tensor over `axes`, computed in x's dtype."""
+    # Scale by the largest magnitude so the sum of squares cannot overflow
+    # when the norm itself is representable (bfloat16 and float32 inputs
+    # above ~1.8e19). ||x|| = m * ||x / m|| for any m > 0, so the scale
+    # carries no gradient and is held constant. NaN is skipped by the max,
+    # so the same reduction also tells whether an entry is infinite (one
+    # pass over x fewer than a separate `any(isinf(x))`).
+    abs_x = ops.where(ops.isnan(x), ops.zeros_like(x), ops.abs(x))
+    largest = ops.stop_gradient(ops.max(abs_x, axis=axes, keepdims=True))
+    usable = ops.logical_and(ops.greater(largest, 0), ops.isfinite(largest))
+    scale = ops.where(usable, largest, ops.ones_like(largest))
     # Infinite entries leave the sum (the outer where below returns inf):
     # `square(inf)` would meet a zero cotangent there, 0 * inf = NaN.
     finite_x = ops.where(ops.isinf(x), ops.zeros_like(x), x)
-    if rescale:
-        finite_x = finite_x / scale
-    sum_sq = ops.sum(ops.square(finite_x), axis=axes, keepdims=True)
+    sum_sq = ops.sum(ops.square(finite_x / scale), axis=axes, keepdims=True)
     # sum_sq == 0 only for the zero vector (NaN compares unequal and flows on).
     nonzero = ops.not_equal(sum_sq, 0)
     root = ops.sqrt(ops.where(nonzero, sum_sq, ops.ones_like(sum_sq)))
-    if rescale:
-        root = scale * root
-    norm = ops.where(nonzero, root, ops.zeros_like(sum_sq))
-    # An infinite entry: the norm is inf.
-    norm = ops.where(has_inf, ops.full_like(norm, float("inf")), norm)
+    norm = ops.where(nonzero, scale * root, ops.zeros_like(sum_sq))
+    # An infinite entry: the norm is inf (x / inf would give NaN above).
+    norm = ops.where(
+        ops.equal(largest, float("inf")),
+        ops.full_like(norm, float("inf")),
+        norm,
+    )
     if not keepdims:
         norm = ops.squeeze(norm, axis=axes)
     return norm
@@ -106,14 +95,12 @@ def safe_norm(x, axis=None, keepdims=False):
         square root is taken through the double-where pattern, so the value
         at the zero vector is exactly 0 and its gradient exactly 0, with no
         epsilon biasing the value anywhere else (`sqrt(sum(x**2) + 1e-12)` is
-        1e-6 at zero and NaN again in float16, where 1e-12 rounds to 0).
+        1e-6 at zero and NaN again in float16, where 1e-12 rounds to 0). The
+        vector is scaled by its largest magnitude before squaring (the
+        scale carries no gradient: the norm is homogeneous), and
         float16/bfloat16 are computed in float32, so float16
-        `[300, 300, 300, 300]` gives 600, not `inf`. float32, float64 and
-        bfloat16 vectors are scaled by their largest magnitude before
-        squaring (the scale carries no gradient: the norm is homogeneous),
-        so entries above ~1.8e19 or below ~1e-19 keep their exact norm;
-        float16 needs no scaling (its squares fit float32). An infinite
-        entry gives `inf` with a zero gradient; NaN gives NaN.
+        `[300, 300, 300, 300]` gives 600, not `inf`. An infinite entry gives
+        `inf`; NaN gives NaN.
 
     Example:
 
@@ -130,8 +117,7 @@ def safe_norm(x, axis=None, keepdims=False):
     axes = canonical_axes(axis, len(static_shape(x)))
     if not axes:  # rank-0 input
         return ops.cast(ops.abs(x), out_dtype)
-    norm = _norm(x, axes, keepdims, rescale=out_dtype != "float16")
-    return ops.cast(norm, out_dtype)
+    return ops.cast(_norm(x, axes, keepdims), out_dtype)
 
 
 def l2_normalize(x, axis=-1):
@@ -164,7 +150,7 @@ def l2_normalize(x, axis=-1):
     """
     x, out_dtype = to_compute(x)
     axis = canonical_axis(axis, len(static_shape(x)))
-    norm = _norm(x, (axis,), keepdims=True, rescale=out_dtype != "float16")
+    norm = _norm(x, (axis,), keepdims=True)
     nonzero = ops.not_equal(norm, 0)
     safe = ops.where(nonzero, norm, ops.ones_like(norm))
     out = ops.where(nonzero, x / safe, ops.zeros_like(x))
