@@ -153,3 +153,14 @@ def test_nan_in_a_valid_entry_propagates(op):
     out = keras.ops.convert_to_numpy(op(x)).astype("float64")
     assert np.all(np.isnan(out[0])), out
     assert np.all(np.isfinite(out[1])), out
+
+
+def test_norm_with_infinite_or_nan_entry(setting):
+    """inf gives inf with a zero gradient, NaN gives NaN, on both the scaled
+    (float32) and the unscaled (float16) path."""
+    mode, dtype = setting
+    x = np.array([[-np.inf, 0.0, 1.0, 2.0], [np.nan, 1.0, 2.0, 3.0], [0.0, 3.0, 4.0, 0.0]])
+    out, (g,) = _grads(lambda v: ops.safe_norm(v, axis=-1), [x], dtype=dtype, mode=mode)
+    assert out[0] == np.inf and np.isnan(out[1]) and out[2] == 5
+    np.testing.assert_array_equal(g[0], 0)
+    np.testing.assert_allclose(g[2], [0, 0.6, 0.8, 0], rtol=1e-3)
