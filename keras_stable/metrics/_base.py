@@ -13,7 +13,11 @@ from keras_stable.losses._base import weighted
 
 
 class StableMeanMetric(keras.metrics.Metric):
-    """`sum(w * value) / sum(w)` over everything seen since the last reset."""
+    """`sum(w * value) / sum(w)` over everything seen since the last reset.
+
+    Subclasses set `self._loss` (their twin loss, `reduction="none"`) and
+    inherit `update_state`, or call `accumulate` themselves.
+    """
 
     def __init__(self, name=None, dtype=None):
         super().__init__(name=name, dtype=dtype)
@@ -36,6 +40,13 @@ class StableMeanMetric(keras.metrics.Metric):
         # A zero weight removes an example even where its value is inf.
         self.total.assign(self.total + ops.sum(weighted(values, weights)))
         self.count.assign(self.count + ops.sum(weights))
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        """Accumulates the per-example values of the twin loss `self._loss`."""
+        values, weights, valid = self._loss.compute_per_example(
+            y_true, y_pred, sample_weight
+        )
+        self.accumulate(values, weights, valid)
 
     def result(self):
         return ops.divide_no_nan(self.total, self.count)

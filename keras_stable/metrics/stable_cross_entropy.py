@@ -57,12 +57,6 @@ class StableCrossEntropy(StableMeanMetric):
         self.from_logits = self._loss.from_logits
         self.axis = self._loss.axis
 
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        values, weights, valid = self._loss.compute_per_example(
-            y_true, y_pred, sample_weight
-        )
-        self.accumulate(values, weights, valid)
-
     def get_config(self):
         config = super().get_config()
         config.update({"from_logits": self.from_logits, "axis": self.axis})

@@ -65,12 +65,6 @@ class StableSparseCrossEntropy(StableMeanMetric):
         self.ignore_class = self._loss.ignore_class
         self.axis = self._loss.axis
 
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        values, weights, valid = self._loss.compute_per_example(
-            y_true, y_pred, sample_weight
-        )
-        self.accumulate(values, weights, valid)
-
     def get_config(self):
         config = super().get_config()
         config.update(
