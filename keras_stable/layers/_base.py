@@ -7,24 +7,10 @@ and the output is cast to `self.compute_dtype` (as keras core's normalization
 layers do). Subclasses only say which `keras_stable.ops` function to call.
 """
 
-import numbers
-
 import keras
 from keras import ops
 
-
-def check_axis_type(axis):
-    """Returns `axis` as an int; raises a `ValueError` unless it is one.
-
-    NumPy integers are accepted (and stored as `int`, so configs stay plain
-    JSON); bools, floats, tuples and `None` are not.
-    """
-    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
-        raise ValueError(
-            f"`axis` must be an int, got {axis!r} of type "
-            f"{type(axis).__name__}."
-        )
-    return int(axis)
+from keras_stable.common.checks import check_axis
 
 
 def _shape(x):
@@ -58,20 +44,23 @@ class AxisLayer(keras.layers.Layer):
         # compute dtype first, which is what this layer must not do.
         kwargs["autocast"] = False
         super().__init__(**kwargs)
-        self.axis = check_axis_type(axis)
+        self.axis = check_axis(axis)
         self.supports_masking = True
+
+    def build(self, input_shape):
+        # No weights: building only checks `axis` against the input's rank
+        # (subclasses that override `build` are called, as Keras expects).
+        self._canonical_axis(input_shape)
         self.built = True
 
     # ----------------------------------------------------------- validation
     def _canonical_axis(self, input_shape):
-        rank = len(input_shape)
-        if not -rank <= self.axis < rank:
-            raise ValueError(
-                f"Invalid `axis`={self.axis} for layer '{self.name}' and an "
-                f"input of shape {tuple(input_shape)} (rank {rank}): expected "
-                f"an int in [{-rank}, {rank - 1}]."
-            )
-        return self.axis % rank
+        return check_axis(
+            self.axis,
+            len(input_shape),
+            where=f"for layer '{self.name}' and an input of shape "
+            f"{tuple(input_shape)}",
+        )
 
     def _check_mask(self, input_shape, mask_shape):
         input_shape = tuple(input_shape)

@@ -5,9 +5,10 @@ from keras import ops
 
 from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
+from keras_stable.common.checks import check_bool
+from keras_stable.common.dtypes import static_shape
+from keras_stable.losses._base import PerExample
 from keras_stable.losses._base import StableLoss
-from keras_stable.losses._base import check_bool
-from keras_stable.losses._base import static_shape
 
 _PERS = ("sample", "task")
 
@@ -65,9 +66,14 @@ def check_task_weights(task_weights):
 
 
 def prepare_task_inputs(
-    y_true, y_pred, sample_weight, per, task_mask, task_weights=None
+    y_true, y_pred, sample_weight, per, task_mask, task_weights=None, mask=None
 ):
     """Validates shapes and builds the weights used inside the distance.
+
+    `mask` is the Keras mask of `y_pred` (`(batch,)` or `(batch, tasks)`):
+    a masked entry counts for nothing, as a missing label. Single-task
+    labels of shape `(batch,)` are accepted for `(batch, 1)` predictions, as
+    Keras losses accept them.
 
     Returns `(y_true, y_pred, inside, outside, observed)`: float32 labels
     and predictions of shape `(batch, tasks)`; `inside`, the float weight of
@@ -79,6 +85,9 @@ def prepare_task_inputs(
     y_true = ops.convert_to_tensor(y_true)
     y_pred = ops.convert_to_tensor(y_pred)
     t_shape, p_shape = static_shape(y_true), static_shape(y_pred)
+    if len(t_shape) == 1 and len(p_shape) == 2 and p_shape[1] == 1:
+        y_true = ops.expand_dims(y_true, -1)
+        t_shape = static_shape(y_true)
     if len(p_shape) != 2 or t_shape != p_shape:
         raise ValueError(
             "`y_true` and `y_pred` must both have shape (batch, tasks), got "
@@ -124,6 +133,17 @@ def prepare_task_inputs(
         inside = times(ops.convert_to_tensor(np.asarray(task_mask, "float32")))
     if task_weights is not None and per == "sample":
         inside = times(ops.convert_to_tensor(np.asarray(task_weights, "float32")))
+    if mask is not None:
+        mask = ops.convert_to_tensor(mask)
+        m_shape = static_shape(mask)
+        if m_shape not in ((p_shape[0],), p_shape) and None not in m_shape:
+            raise ValueError(
+                f"The Keras `mask` of `y_pred` has shape {m_shape}; expected "
+                f"(batch,) or (batch, tasks) for `y_pred` of shape {p_shape}."
+            )
+        if len(m_shape) == 1:
+            mask = ops.expand_dims(mask, 1)
+        inside = times(ops.cast(mask, "float32"))
     observed = ops.logical_not(ops.isnan(y_true))
     if inside is not None:
         inside = ops.broadcast_to(inside, ops.shape(y_true))
@@ -229,7 +249,9 @@ class MaskedMultiTaskDistance(StableLoss):
                 f"`task_mask` {len(self.task_mask)}: both need one per task."
             )
 
-    def compute_per_example(self, y_true, y_pred, sample_weight):
+    def per_example(self, y_true, y_pred, sample_weight=None, mask=None):
+        # The weights and the Keras mask act inside the distance, so they
+        # are consumed here; the reduction counts only the active units.
         y_true, y_pred, inside, outside, observed = prepare_task_inputs(
             y_true,
             y_pred,
@@ -237,6 +259,7 @@ class MaskedMultiTaskDistance(StableLoss):
             self.per,
             self.task_mask,
             self.task_weights,
+            mask,
         )
         axis = -1 if self.per == "sample" else 0
         values = stable_ops.masked_task_distance(
@@ -248,7 +271,11 @@ class MaskedMultiTaskDistance(StableLoss):
             weights = ops.convert_to_tensor(
                 np.asarray(self.task_weights, "float32")
             )
-        return values, weights, active
+        return PerExample(values, weights, None, active)
+
+    def losses_and_valid(self, y_true, y_pred):
+        out = self.per_example(y_true, y_pred)
+        return out.values, out.valid
 
     def get_config(self):
         config = super().get_config()

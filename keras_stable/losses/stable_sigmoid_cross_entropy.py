@@ -4,12 +4,12 @@ from keras import ops
 
 from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
+from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_bool
+from keras_stable.common.checks import check_label_smoothing
+from keras_stable.common.dtypes import static_shape
+from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
-from keras_stable.losses._base import check_bool
-from keras_stable.ops.cross_entropy import safe_log
-from keras_stable.losses._base import static_shape
-from keras_stable.losses._base import to_float32
-from keras_stable.ops.cross_entropy import check_label_smoothing
 
 
 def _same_rank(y_true, y_pred):
@@ -32,7 +32,7 @@ class StableSigmoidCrossEntropy(StableLoss):
     """Binary cross-entropy from logits (or probabilities), NaN-free.
 
     Elementwise `-y log(sigmoid(x)) - (1 - y) log(1 - sigmoid(x))`, averaged
-    over the last axis for inputs of rank 2 or more (as
+    over `axis` (the last by default) for inputs of rank 2 or more (as
     `keras.losses.BinaryCrossentropy`; a rank-1 input holds one label per
     example), then the Keras `reduction`. With `label_smoothing = s`, labels
     become `y (1 - s) + s / 2`. With `from_logits=False`, `y_pred` holds
@@ -44,6 +44,8 @@ class StableSigmoidCrossEntropy(StableLoss):
         from_logits: whether `y_pred` holds logits (default) or
             probabilities.
         label_smoothing: float in [0, 1).
+        axis: int, the axis the elementwise losses are averaged over
+            (inputs of rank 2 or more).
         reduction: a Keras reduction: `"sum_over_batch_size"` (default),
             `"sum"`, `"mean"`, `"mean_with_sample_weight"` or `"none"`.
         name: optional name of the loss.
@@ -78,6 +80,7 @@ class StableSigmoidCrossEntropy(StableLoss):
         self,
         from_logits=True,
         label_smoothing=0.0,
+        axis=-1,
         reduction="sum_over_batch_size",
         name="stable_sigmoid_cross_entropy",
         dtype=None,
@@ -85,26 +88,21 @@ class StableSigmoidCrossEntropy(StableLoss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.from_logits = check_bool(from_logits, "from_logits")
         self.label_smoothing = check_label_smoothing(label_smoothing)
+        self.axis = check_axis(axis)
 
-    def compute_per_example(self, y_true, y_pred, sample_weight):
+    def losses_and_valid(self, y_true, y_pred):
         y_true = ops.cast(ops.convert_to_tensor(y_true), "float32")
-        y_pred = to_float32(y_pred)
-        y_true, y_pred = _same_rank(y_true, y_pred)
+        y_true, y_pred = _same_rank(y_true, to_float32(y_pred))
         if self.label_smoothing:
             s = self.label_smoothing
             y_true = y_true * (1.0 - s) + 0.5 * s
-        if self.from_logits:
-            values = stable_ops.sigmoid_cross_entropy(y_true, y_pred)
-        else:
-            # Two-class log scores [log(1 - p), log(p)]: the logit-space
-            # cross-entropy then gives 0 for a zero label on p = 0 (or 1).
-            p = y_pred
-            scores = ops.stack([safe_log(1.0 - p), safe_log(p)], axis=-1)
-            labels = ops.stack([1.0 - y_true, y_true], axis=-1)
-            values = stable_ops.softmax_cross_entropy(labels, scores)
-        if len(static_shape(values)) >= 2:
-            values = ops.mean(values, axis=-1)
-        return values, sample_weight, None
+        values = stable_ops.sigmoid_cross_entropy(
+            y_true, y_pred, from_logits=self.from_logits
+        )
+        rank = len(static_shape(values))
+        if rank >= 2:
+            values = ops.mean(values, axis=check_axis(self.axis, rank))
+        return values, None
 
     def get_config(self):
         config = super().get_config()
@@ -112,6 +110,7 @@ class StableSigmoidCrossEntropy(StableLoss):
             {
                 "from_logits": self.from_logits,
                 "label_smoothing": self.label_smoothing,
+                "axis": self.axis,
             }
         )
         return config

@@ -4,25 +4,11 @@ from keras import ops
 
 from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
+from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_bool
+from keras_stable.common.checks import check_label_smoothing
+from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
-from keras_stable.losses._base import check_bool
-from keras_stable.ops.cross_entropy import safe_log
-from keras_stable.losses._base import to_float32
-from keras_stable.ops.cross_entropy import check_label_smoothing
-
-
-def _check_axis(axis):
-    if isinstance(axis, bool) or not isinstance(axis, int):
-        raise ValueError(f"`axis` must be an int, got {axis!r}.")
-    return axis
-
-
-def class_log_scores(y_pred, from_logits):
-    """Logits as given, or `log(p)` (`-inf` at p = 0, no epsilon clip)."""
-    y_pred = to_float32(y_pred)
-    if not from_logits:
-        y_pred = safe_log(y_pred)
-    return y_pred
 
 
 @register
@@ -93,25 +79,26 @@ class StableSoftmaxCrossEntropy(StableLoss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.from_logits = check_bool(from_logits, "from_logits")
         self.label_smoothing = check_label_smoothing(label_smoothing)
-        self.axis = _check_axis(axis)
+        self.axis = check_axis(axis)
 
-    def compute_per_example(self, y_true, y_pred, sample_weight):
+    def losses_and_valid(self, y_true, y_pred):
         y_true = ops.convert_to_tensor(y_true)
-        logits = class_log_scores(y_pred, self.from_logits)
-        if tuple(y_true.shape) != tuple(logits.shape):
+        y_pred = to_float32(y_pred)
+        if tuple(y_true.shape) != tuple(y_pred.shape):
             raise ValueError(
                 "`y_true` and `y_pred` must have the same shape (one-hot or "
                 f"soft labels), got y_true.shape={tuple(y_true.shape)} and "
-                f"y_pred.shape={tuple(logits.shape)}. For integer class "
+                f"y_pred.shape={tuple(y_pred.shape)}. For integer class "
                 "indices use `StableSparseSoftmaxCrossEntropy`."
             )
         values = stable_ops.softmax_cross_entropy(
             y_true,
-            logits,
+            y_pred,
             axis=self.axis,
             label_smoothing=self.label_smoothing,
+            from_logits=self.from_logits,
         )
-        return values, sample_weight, None
+        return values, None
 
     def get_config(self):
         config = super().get_config()

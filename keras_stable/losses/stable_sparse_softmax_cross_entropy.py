@@ -4,67 +4,12 @@ from keras import ops
 
 from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
+from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_bool
+from keras_stable.common.checks import check_ignore_class
+from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
-from keras_stable.losses._base import check_bool
-from keras_stable.losses._base import dtype_of
-from keras_stable.losses._base import static_shape
-from keras_stable.losses.stable_softmax_cross_entropy import _check_axis
-from keras_stable.losses.stable_softmax_cross_entropy import class_log_scores
-
-# float32 holds every integer up to 2**24 exactly; an int32 index must fit.
-_INT32_LIMIT = 2.0**31
-
-
-def check_ignore_class(ignore_class):
-    if ignore_class is not None and (
-        isinstance(ignore_class, bool) or not isinstance(ignore_class, int)
-    ):
-        raise ValueError(
-            f"`ignore_class` must be an int or None, got {ignore_class!r}."
-        )
-    return ignore_class
-
-
-def integer_labels(y_true, y_pred, axis):
-    """Returns `(labels, integral)`: int32 labels and where they are exact.
-
-    Integer labels are used as they are. Float labels (Keras's data adapters
-    may hand integer targets over as floats) are read exactly where they
-    hold an integral value; `integral` is False where they do not (a
-    fractional or NaN label), and the loss is NaN there - never the loss of a
-    silently truncated class. A size-1 class axis on the labels (`(batch, 1)`
-    for `(batch, classes)` logits) is squeezed.
-    """
-    y_true = ops.convert_to_tensor(y_true)
-    rank = len(static_shape(y_pred))
-    if not -rank <= axis < rank:
-        raise ValueError(
-            f"Invalid `axis`={axis} for `y_pred` of shape "
-            f"{static_shape(y_pred)}."
-        )
-    class_axis = axis % rank
-    if (
-        len(static_shape(y_true)) == rank
-        and static_shape(y_true)[class_axis] == 1
-    ):
-        y_true = ops.squeeze(y_true, axis=class_axis)
-    dtype = dtype_of(y_true)
-    if dtype.startswith(("int", "uint")):
-        return y_true, None
-    if dtype == "bool" or not dtype.startswith("float"):
-        raise ValueError(
-            f"`y_true` must hold integer class indices, got dtype {dtype} "
-            f"with shape {static_shape(y_true)}."
-        )
-    y_true = ops.cast(y_true, "float32") if dtype != "float64" else y_true
-    integral = ops.logical_and(
-        ops.equal(y_true, ops.floor(y_true)),
-        ops.less(ops.abs(y_true), _INT32_LIMIT),
-    )
-    labels = ops.cast(
-        ops.where(integral, y_true, ops.zeros_like(y_true)), "int32"
-    )
-    return labels, integral
+from keras_stable.ops.cross_entropy import integer_labels
 
 
 @register
@@ -137,13 +82,17 @@ class StableSparseSoftmaxCrossEntropy(StableLoss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.from_logits = check_bool(from_logits, "from_logits")
         self.ignore_class = check_ignore_class(ignore_class)
-        self.axis = _check_axis(axis)
+        self.axis = check_axis(axis)
 
-    def compute_per_example(self, y_true, y_pred, sample_weight):
-        logits = class_log_scores(y_pred, self.from_logits)
-        labels, integral = integer_labels(y_true, logits, self.axis)
+    def losses_and_valid(self, y_true, y_pred):
+        y_pred = to_float32(y_pred)
+        labels, integral = integer_labels(y_true, y_pred, self.axis)
         values = stable_ops.sparse_softmax_cross_entropy(
-            labels, logits, axis=self.axis, ignore_class=self.ignore_class
+            labels,
+            y_pred,
+            axis=self.axis,
+            ignore_class=self.ignore_class,
+            from_logits=self.from_logits,
         )
         valid = None
         if self.ignore_class is not None:
@@ -154,7 +103,7 @@ class StableSparseSoftmaxCrossEntropy(StableLoss):
             values = ops.where(integral, values, nan)
             if valid is not None:
                 valid = ops.logical_or(ops.logical_not(integral), valid)
-        return values, sample_weight, valid
+        return values, valid
 
     def get_config(self):
         config = super().get_config()

@@ -7,6 +7,9 @@ several batches equals the result over their concatenation.
 from keras_stable.metrics.masked_multi_task_distance import (
     MaskedMultiTaskDistance,
 )
+from keras_stable.metrics.stable_binary_cross_entropy import (
+    StableBinaryCrossEntropy,
+)
 from keras_stable.metrics.stable_cross_entropy import StableCrossEntropy
 from keras_stable.metrics.stable_sparse_cross_entropy import (
     StableSparseCrossEntropy,
@@ -14,6 +17,7 @@ from keras_stable.metrics.stable_sparse_cross_entropy import (
 
 __all__ = [
     "MaskedMultiTaskDistance",
+    "StableBinaryCrossEntropy",
     "StableCrossEntropy",
     "StableSparseCrossEntropy",
 ]

@@ -1,4 +1,9 @@
-"""The base of keras_stable's mean metrics (private).
+"""The base of keras_stable's mean metrics (private to `metrics`).
+
+A metric is declared from its loss: `LossMeanMetric` holds an instance of
+the twin loss (`reduction="none"`) and streams its per-example values
+through the same reduction as the loss (`keras_stable.common.reduction`):
+Keras mask of `y_pred`, `sample_weight` and the loss's validity mask.
 
 State is a weighted sum and a sum of weights, both float32 variables with
 `aggregation="sum"`: the result after many batches is exactly the weighted
@@ -8,19 +13,28 @@ mean over the concatenated data, and the states add up across replicas.
 import keras
 from keras import ops
 
-from keras_stable.losses._base import align_weights
-from keras_stable.losses._base import weighted
+from keras_stable.common.reduction import keras_mask_of
+from keras_stable.common.reduction import weighted_sum_and_count
 
 
-class StableMeanMetric(keras.metrics.Metric):
-    """`sum(w * value) / sum(w)` over everything seen since the last reset.
+class LossMeanMetric(keras.metrics.Metric):
+    """`sum(w * loss) / sum(w)` over everything seen since the last reset.
 
-    Subclasses set `self._loss` (their twin loss, `reduction="none"`) and
-    inherit `update_state`, or call `accumulate` themselves.
+    Subclasses set `loss_class` (the twin loss) and `loss_args` (the names
+    of the loss's constructor arguments the metric takes); their
+    `__init__` passes those arguments on by keyword. The arguments become
+    attributes and config entries of the metric.
     """
 
-    def __init__(self, name=None, dtype=None):
+    loss_class = None
+    loss_args = ()
+
+    def __init__(self, name=None, dtype=None, **loss_kwargs):
         super().__init__(name=name, dtype=dtype)
+        self.loss = self.loss_class(reduction="none", **loss_kwargs)
+        for key in self.loss_args:
+            # The loss validated (and normalised) each argument.
+            setattr(self, key, getattr(self.loss, key))
         self.total = self.add_variable(
             shape=(), initializer="zeros", dtype=self.dtype, name="total"
         )
@@ -28,25 +42,21 @@ class StableMeanMetric(keras.metrics.Metric):
             shape=(), initializer="zeros", dtype=self.dtype, name="count"
         )
 
-    def accumulate(self, values, sample_weight=None, valid=None):
-        """Adds per-example `values`; `valid` (bool) entries alone count."""
-        values = ops.cast(values, self.dtype)
-        if sample_weight is None:
-            weights = ops.ones_like(values)
-        else:
-            weights = ops.cast(align_weights(sample_weight, values), self.dtype)
-        if valid is not None:
-            weights = weights * ops.cast(valid, self.dtype)
-        # A zero weight removes an example even where its value is inf.
-        self.total.assign(self.total + ops.sum(weighted(values, weights)))
-        self.count.assign(self.count + ops.sum(weights))
-
     def update_state(self, y_true, y_pred, sample_weight=None):
-        """Accumulates the per-example values of the twin loss `self._loss`."""
-        values, weights, valid = self._loss.compute_per_example(
-            y_true, y_pred, sample_weight
+        """Adds the twin loss's per-example values of one batch."""
+        out = self.loss.per_example(
+            y_true, y_pred, sample_weight, keras_mask_of(y_pred)
         )
-        self.accumulate(values, weights, valid)
+        total, count = weighted_sum_and_count(
+            out.values, out.sample_weight, out.mask, out.valid, self.dtype
+        )
+        self.total.assign(self.total + total)
+        self.count.assign(self.count + count)
 
     def result(self):
         return ops.divide_no_nan(self.total, self.count)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({key: getattr(self, key) for key in self.loss_args})
+        return config

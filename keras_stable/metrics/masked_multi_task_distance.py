@@ -3,12 +3,11 @@
 import keras
 from keras import ops
 
+from keras_stable import losses
 from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
-from keras_stable.losses._base import check_bool
-from keras_stable.losses._base import weighted
-from keras_stable.losses.masked_multi_task_distance import check_per
-from keras_stable.losses.masked_multi_task_distance import check_task_mask
+from keras_stable.common.reduction import keras_mask_of
+from keras_stable.common.reduction import weighted_sum_and_count
 from keras_stable.losses.masked_multi_task_distance import prepare_task_inputs
 
 
@@ -71,9 +70,14 @@ class MaskedMultiTaskDistance(keras.metrics.Metric):
         dtype=None,
     ):
         super().__init__(name=name, dtype=dtype)
-        self.per = check_per(per)
-        self.squared = check_bool(squared, "squared")
-        self.task_mask = check_task_mask(task_mask)
+        # The twin loss validates the arguments and computes the per-sample
+        # distances (reduction "none": the metric streams them).
+        self.loss = losses.MaskedMultiTaskDistance(
+            per=per, squared=squared, task_mask=task_mask, reduction="none"
+        )
+        self.per = self.loss.per
+        self.squared = self.loss.squared
+        self.task_mask = self.loss.task_mask
         self._tasks = None
         if self.per == "sample":
             self.total = self.add_variable(
@@ -101,20 +105,18 @@ class MaskedMultiTaskDistance(keras.metrics.Metric):
         )
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true, y_pred, inside, outside, observed = prepare_task_inputs(
-            y_true, y_pred, sample_weight, self.per, self.task_mask
-        )
+        mask = keras_mask_of(y_pred)
         if self.per == "sample":
-            values = stable_ops.masked_task_distance(
-                y_true, y_pred, mask=inside, axis=-1, squared=self.squared
+            out = self.loss.per_example(y_true, y_pred, sample_weight, mask)
+            total, count = weighted_sum_and_count(
+                out.values, out.sample_weight, out.mask, out.valid, self.dtype
             )
-            weights = ops.cast(ops.any(observed, axis=-1), self.dtype)
-            if outside is not None:
-                weights = weights * ops.cast(outside, self.dtype)
-            values = weighted(ops.cast(values, self.dtype), weights)
-            self.total.assign(self.total + ops.sum(values))
-            self.count.assign(self.count + ops.sum(weights))
+            self.total.assign(self.total + total)
+            self.count.assign(self.count + count)
             return
+        y_true, y_pred, inside, _, observed = prepare_task_inputs(
+            y_true, y_pred, sample_weight, self.per, self.task_mask, mask=mask
+        )
         tasks = tuple(y_pred.shape)[1]
         if self._tasks is None:
             if tasks is None:

@@ -4,11 +4,11 @@ from keras_stable._serialization import register
 from keras_stable.losses.stable_softmax_cross_entropy import (
     StableSoftmaxCrossEntropy,
 )
-from keras_stable.metrics._base import StableMeanMetric
+from keras_stable.metrics._base import LossMeanMetric
 
 
 @register
-class StableCrossEntropy(StableMeanMetric):
+class StableCrossEntropy(LossMeanMetric):
     """The mean softmax cross-entropy over all batches seen, NaN-free.
 
     `result = sum_i w_i CE_i / sum_i w_i`, where
@@ -21,6 +21,7 @@ class StableCrossEntropy(StableMeanMetric):
     Args:
         from_logits: whether `y_pred` holds logits (default) or
             probabilities.
+        label_smoothing: float in [0, 1), as in the loss.
         axis: int, the class axis.
         name: optional name of the metric.
         dtype: dtype of the state and result, float32 by default.
@@ -43,21 +44,21 @@ class StableCrossEntropy(StableMeanMetric):
     0.346574
     """
 
+    loss_class = StableSoftmaxCrossEntropy
+    loss_args = ("from_logits", "label_smoothing", "axis")
+
     def __init__(
         self,
         from_logits=True,
+        label_smoothing=0.0,
         axis=-1,
         name="stable_cross_entropy",
         dtype=None,
     ):
-        super().__init__(name=name, dtype=dtype)
-        self._loss = StableSoftmaxCrossEntropy(
-            from_logits=from_logits, axis=axis, reduction="none"
+        super().__init__(
+            name=name,
+            dtype=dtype,
+            from_logits=from_logits,
+            label_smoothing=label_smoothing,
+            axis=axis,
         )
-        self.from_logits = self._loss.from_logits
-        self.axis = self._loss.axis
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"from_logits": self.from_logits, "axis": self.axis})
-        return config

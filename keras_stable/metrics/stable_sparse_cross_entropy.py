@@ -4,11 +4,11 @@ from keras_stable._serialization import register
 from keras_stable.losses.stable_sparse_softmax_cross_entropy import (
     StableSparseSoftmaxCrossEntropy,
 )
-from keras_stable.metrics._base import StableMeanMetric
+from keras_stable.metrics._base import LossMeanMetric
 
 
 @register
-class StableSparseCrossEntropy(StableMeanMetric):
+class StableSparseCrossEntropy(LossMeanMetric):
     """The mean sparse softmax cross-entropy over all batches seen, NaN-free.
 
     `result = sum_i w_i CE_i / sum_i w_i` over the examples whose label is
@@ -46,6 +46,9 @@ class StableSparseCrossEntropy(StableMeanMetric):
     0.693147
     """
 
+    loss_class = StableSparseSoftmaxCrossEntropy
+    loss_args = ("from_logits", "ignore_class", "axis")
+
     def __init__(
         self,
         from_logits=True,
@@ -54,24 +57,10 @@ class StableSparseCrossEntropy(StableMeanMetric):
         name="stable_sparse_cross_entropy",
         dtype=None,
     ):
-        super().__init__(name=name, dtype=dtype)
-        self._loss = StableSparseSoftmaxCrossEntropy(
+        super().__init__(
+            name=name,
+            dtype=dtype,
             from_logits=from_logits,
             ignore_class=ignore_class,
             axis=axis,
-            reduction="none",
         )
-        self.from_logits = self._loss.from_logits
-        self.ignore_class = self._loss.ignore_class
-        self.axis = self._loss.axis
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "from_logits": self.from_logits,
-                "ignore_class": self.ignore_class,
-                "axis": self.axis,
-            }
-        )
-        return config

@@ -2,46 +2,25 @@
 
 from keras import ops
 
-from keras_stable.ops._utils import canonical_axis
-from keras_stable.ops._utils import compute_dtype_of
-from keras_stable.ops._utils import dtype_of
-from keras_stable.ops._utils import prepare_mask
-from keras_stable.ops._utils import static_shape
-from keras_stable.ops._utils import to_compute
+from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_ignore_class
+from keras_stable.common.checks import check_label_smoothing
+from keras_stable.common.checks import check_same_shape
+from keras_stable.common.dtypes import compute_dtype_of
+from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.checks import prepare_mask
+from keras_stable.common.dtypes import static_shape
+from keras_stable.common.dtypes import to_compute
 from keras_stable.ops.softmax import _safe_log
 from keras_stable.ops.softmax import shifted_logits
 
 _INF = float("inf")
-
-
-def check_label_smoothing(label_smoothing):
-    """Raises a `ValueError` unless `0 <= label_smoothing < 1`."""
-    if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, (int, float)
-    ):
-        raise ValueError(
-            "`label_smoothing` must be a float in [0, 1), got "
-            f"{label_smoothing!r}."
-        )
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(
-            "`label_smoothing` must be in [0, 1), got "
-            f"label_smoothing={label_smoothing}."
-        )
-    return float(label_smoothing)
-
-
-def _check_same_shape(labels, logits):
-    if static_shape(labels) != static_shape(logits):
-        raise ValueError(
-            "`labels` and `logits` must have the same shape, got "
-            f"labels.shape={static_shape(labels)} and "
-            f"logits.shape={static_shape(logits)}."
-        )
+# float32 holds every integer up to 2**24 exactly; an int32 index must fit.
+_INT32_LIMIT = 2.0**31
 
 
 def softmax_cross_entropy(
-    labels, logits, axis=-1, mask=None, label_smoothing=0.0
+    labels, logits, axis=-1, mask=None, label_smoothing=0.0, from_logits=True
 ):
     """Per-example `-sum(labels * log_softmax(logits), axis)`.
 
@@ -56,6 +35,9 @@ def softmax_cross_entropy(
             `labels * (1 - label_smoothing) + label_smoothing / n`, where `n`
             counts only the unmasked, finite classes of the example; masked
             and `-inf` classes receive no smoothing mass.
+        from_logits: whether `logits` holds logits (default) or
+            probabilities; probabilities are read as `log(p)` (`-inf` at
+            `p = 0`, no epsilon clip), renormalised over `axis`.
 
     Returns:
         The loss per example (`axis` reduced), in the float dtype of `logits`.
@@ -81,9 +63,11 @@ def softmax_cross_entropy(
     """
     label_smoothing = check_label_smoothing(label_smoothing)
     logits, out_dtype = to_compute(logits)
+    if not from_logits:
+        logits = safe_log(logits)
     labels = ops.convert_to_tensor(labels)
-    _check_same_shape(labels, logits)
-    axis = canonical_axis(axis, len(static_shape(logits)))
+    check_same_shape(labels, logits, "labels", "logits")
+    axis = check_axis(axis, len(static_shape(logits)))
     compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
     logits = ops.cast(logits, compute)
     labels = ops.cast(labels, compute)
@@ -112,7 +96,7 @@ def softmax_cross_entropy(
 
 
 def sparse_softmax_cross_entropy(
-    labels, logits, axis=-1, mask=None, ignore_class=None
+    labels, logits, axis=-1, mask=None, ignore_class=None, from_logits=True
 ):
     """Per-example `logsumexp(logits) - logits[label]` for integer labels.
 
@@ -124,6 +108,9 @@ def sparse_softmax_cross_entropy(
             classes are removed from the softmax.
         ignore_class: optional int; examples with this label give loss 0 and
             a zero gradient (it may lie outside `[0, num_classes)`, e.g. -1).
+        from_logits: whether `logits` holds logits (default) or
+            probabilities; probabilities are read as `log(p)` (`-inf` at
+            `p = 0`, no epsilon clip), renormalised over `axis`.
 
     Returns:
         The loss per example, the shape of `labels`, in the float dtype of
@@ -157,8 +144,10 @@ def sparse_softmax_cross_entropy(
             "`softmax_cross_entropy` for one-hot or soft labels."
         )
     logits, out_dtype = to_compute(logits)
+    if not from_logits:
+        logits = safe_log(logits)
     rank = len(static_shape(logits))
-    axis = canonical_axis(axis, rank)
+    axis = check_axis(axis, rank)
     expected = static_shape(logits)[:axis] + static_shape(logits)[axis + 1 :]
     if static_shape(labels) != expected:
         raise ValueError(
@@ -166,12 +155,7 @@ def sparse_softmax_cross_entropy(
             f"of shape {static_shape(logits)} with class axis={axis}: "
             f"expected labels of shape {expected}."
         )
-    if ignore_class is not None and (
-        isinstance(ignore_class, bool) or not isinstance(ignore_class, int)
-    ):
-        raise ValueError(
-            f"`ignore_class` must be an int or None, got {ignore_class!r}."
-        )
+    ignore_class = check_ignore_class(ignore_class)
     mask = prepare_mask(mask, logits)
     num_classes = static_shape(logits)[axis]
 
@@ -202,14 +186,19 @@ def sparse_softmax_cross_entropy(
     return ops.cast(loss, out_dtype)
 
 
-def sigmoid_cross_entropy(labels, logits):
+def sigmoid_cross_entropy(labels, logits, from_logits=True):
     """Elementwise binary cross-entropy from logits.
 
     `-labels * log(sigmoid(x)) - (1 - labels) * log(1 - sigmoid(x))`.
 
     Args:
         labels: targets in [0, 1], same shape as `logits`.
-        logits: unnormalised log-odds.
+        logits: unnormalised log-odds (or probabilities, see below).
+        from_logits: whether `logits` holds log-odds (default) or
+            probabilities `p`; probabilities give
+            `-labels * log(p) - (1 - labels) * log(1 - p)` with no epsilon
+            clip, a zero label on `p = 0` (or `p = 1`) contributing exactly
+            0 with a zero gradient.
 
     Returns:
         The elementwise loss, in the float dtype of `logits`.
@@ -231,10 +220,17 @@ def sigmoid_cross_entropy(labels, logits):
     """
     logits, out_dtype = to_compute(logits)
     labels = ops.convert_to_tensor(labels)
-    _check_same_shape(labels, logits)
+    check_same_shape(labels, logits, "labels", "logits")
     compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
     logits = ops.cast(logits, compute)
     labels = ops.cast(labels, compute)
+    if not from_logits:
+        # Two-class log scores [log(1 - p), log(p)]: the logit-space
+        # cross-entropy then gives 0 for a zero label on p = 0 (or 1).
+        scores = ops.stack([safe_log(1.0 - logits), safe_log(logits)], -1)
+        two_class = ops.stack([1.0 - labels, labels], axis=-1)
+        loss = softmax_cross_entropy(two_class, scores)
+        return ops.cast(loss, out_dtype)
     # relu(x) and -|x| through one shared select: at x == 0 autodiff would
     # otherwise pick relu'(0) and abs'(0) independently (0 and 0 on JAX),
     # giving -labels instead of sigmoid(0) - labels; zero-initialised heads
@@ -261,3 +257,40 @@ def safe_log(p):
     return ops.where(
         positive, log_p, ops.where(ops.equal(p, 0), zero, invalid)
     )
+
+
+def integer_labels(y_true, y_pred, axis):
+    """Returns `(labels, integral)`: int32 labels and where they are exact.
+
+    Integer labels are used as they are. Float labels (Keras's data adapters
+    may hand integer targets over as floats) are read exactly where they
+    hold an integral value; `integral` is False where they do not (a
+    fractional or NaN label), and the loss is NaN there - never the loss of a
+    silently truncated class. A size-1 class axis on the labels (`(batch, 1)`
+    for `(batch, classes)` logits) is squeezed.
+    """
+    y_true = ops.convert_to_tensor(y_true)
+    rank = len(static_shape(y_pred))
+    class_axis = check_axis(axis, rank)
+    if (
+        len(static_shape(y_true)) == rank
+        and static_shape(y_true)[class_axis] == 1
+    ):
+        y_true = ops.squeeze(y_true, axis=class_axis)
+    dtype = dtype_of(y_true)
+    if dtype.startswith(("int", "uint")):
+        return y_true, None
+    if dtype == "bool" or not dtype.startswith("float"):
+        raise ValueError(
+            f"`y_true` must hold integer class indices, got dtype {dtype} "
+            f"with shape {static_shape(y_true)}."
+        )
+    y_true = ops.cast(y_true, "float32") if dtype != "float64" else y_true
+    integral = ops.logical_and(
+        ops.equal(y_true, ops.floor(y_true)),
+        ops.less(ops.abs(y_true), _INT32_LIMIT),
+    )
+    labels = ops.cast(
+        ops.where(integral, y_true, ops.zeros_like(y_true)), "int32"
+    )
+    return labels, integral

@@ -2,12 +2,12 @@
 
 from keras import ops
 
-from keras_stable.ops._utils import canonical_axis
-from keras_stable.ops._utils import compute_dtype_of
-from keras_stable.ops._utils import dtype_of
-from keras_stable.ops._utils import prepare_mask
-from keras_stable.ops._utils import result_float_dtype
-from keras_stable.ops._utils import static_shape
+from keras_stable.common.checks import check_axis
+from keras_stable.common.dtypes import compute_dtype_of
+from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.checks import prepare_mask
+from keras_stable.common.dtypes import result_float_dtype
+from keras_stable.common.dtypes import static_shape
 from keras_stable.ops.norms import safe_norm
 from keras_stable.ops.norms import safe_sqrt
 
@@ -60,7 +60,7 @@ def masked_task_distance(y_true, y_pred, mask=None, axis=-1, squared=False):
     y_true = ops.convert_to_tensor(y_true)
     y_pred = ops.convert_to_tensor(y_pred)
     _check_same_shape(y_true, y_pred, "y_true", "y_pred")
-    axis = canonical_axis(axis, len(static_shape(y_pred)))
+    axis = check_axis(axis, len(static_shape(y_pred)))
     out_dtype = result_float_dtype(dtype_of(y_true), dtype_of(y_pred))
     compute = compute_dtype_of(dtype_of(y_true), dtype_of(y_pred))
     y_true = ops.cast(y_true, compute)

@@ -2,11 +2,11 @@
 
 from keras import ops
 
-from keras_stable.ops._utils import broadcast_shape
-from keras_stable.ops._utils import compute_dtype_of
-from keras_stable.ops._utils import dtype_of
-from keras_stable.ops._utils import result_float_dtype
-from keras_stable.ops._utils import static_shape
+from keras_stable.common.checks import broadcast_shape
+from keras_stable.common.dtypes import compute_dtype_of
+from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import result_float_dtype
+from keras_stable.common.dtypes import static_shape
 
 
 def safe_divide(x, y):

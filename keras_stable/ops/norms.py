@@ -2,14 +2,13 @@
 
 from keras import ops
 
-from keras_stable.ops._utils import broadcast_shape
-from keras_stable.ops._utils import canonical_axes
-from keras_stable.ops._utils import canonical_axis
-from keras_stable.ops._utils import compute_dtype_of
-from keras_stable.ops._utils import dtype_of
-from keras_stable.ops._utils import result_float_dtype
-from keras_stable.ops._utils import static_shape
-from keras_stable.ops._utils import to_compute
+from keras_stable.common.checks import broadcast_shape
+from keras_stable.common.checks import check_axis
+from keras_stable.common.dtypes import compute_dtype_of
+from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import result_float_dtype
+from keras_stable.common.dtypes import static_shape
+from keras_stable.common.dtypes import to_compute
 
 
 def safe_sqrt(x):
@@ -114,7 +113,7 @@ def safe_norm(x, axis=None, keepdims=False):
     600.0
     """
     x, out_dtype = to_compute(x)
-    axes = canonical_axes(axis, len(static_shape(x)))
+    axes = check_axis(axis, len(static_shape(x)), multiple=True)
     if not axes:  # rank-0 input
         return ops.cast(ops.abs(x), out_dtype)
     return ops.cast(_norm(x, axes, keepdims), out_dtype)
@@ -149,7 +148,7 @@ def l2_normalize(x, axis=-1):
            [0. , 0. ]], dtype=float32)
     """
     x, out_dtype = to_compute(x)
-    axis = canonical_axis(axis, len(static_shape(x)))
+    axis = check_axis(axis, len(static_shape(x)))
     norm = _norm(x, (axis,), keepdims=True)
     nonzero = ops.not_equal(norm, 0)
     safe = ops.where(nonzero, norm, ops.ones_like(norm))
@@ -190,7 +189,7 @@ def cosine_similarity(x1, x2, axis=-1):
     x1 = ops.convert_to_tensor(x1)
     x2 = ops.convert_to_tensor(x2)
     shape = broadcast_shape(static_shape(x1), static_shape(x2), "x1", "x2")
-    axis = canonical_axis(axis, len(shape))
+    axis = check_axis(axis, len(shape))
     out_dtype = result_float_dtype(dtype_of(x1), dtype_of(x2))
     compute = compute_dtype_of(dtype_of(x1), dtype_of(x2))
     x1 = ops.cast(x1, compute)

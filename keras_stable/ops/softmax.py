@@ -2,11 +2,10 @@
 
 from keras import ops
 
-from keras_stable.ops._utils import canonical_axis
-from keras_stable.ops._utils import prepare_mask
-from keras_stable.ops._utils import static_shape
-from keras_stable.ops._utils import to_compute
-from keras_stable.ops._utils import valid_entries
+from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import prepare_mask
+from keras_stable.common.dtypes import static_shape
+from keras_stable.common.dtypes import to_compute
 
 _NEG_INF = float("-inf")
 
@@ -24,7 +23,10 @@ def shifted_logits(x, axis, mask):
     leak a NaN into the gradient. The max carries no gradient: logsumexp is
     shift-invariant, so holding it constant is exact.
     """
-    valid = valid_entries(x, mask)
+    # The entries that take part: unmasked and not -inf.
+    valid = ops.not_equal(x, _NEG_INF)
+    if mask is not None:
+        valid = ops.logical_and(valid, mask)
     neg_inf = ops.full_like(x, _NEG_INF)
     if mask is None:
         # Without a mask, `where(valid, x, -inf)` is `x` itself and `x - m`
@@ -51,7 +53,7 @@ def shifted_logits(x, axis, mask):
 
 def _prepare(x, axis, mask):
     x, out_dtype = to_compute(x)
-    axis = canonical_axis(axis, len(static_shape(x)))
+    axis = check_axis(axis, len(static_shape(x)))
     mask = prepare_mask(mask, x)
     return x, out_dtype, axis, mask
 

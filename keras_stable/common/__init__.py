@@ -1,0 +1,14 @@
+"""What the subpackages of keras_stable share: one home for each concern.
+
+- `keras_stable.common.checks`: argument validation (one axis validator,
+  booleans, label smoothing, ignored classes, reductions, masks, shapes).
+- `keras_stable.common.dtypes`: which dtype a computation runs in and
+  which dtype it returns.
+- `keras_stable.common.reduction`: the reduction of per-example values
+  (Keras masks, `sample_weight` and validity masks) shared by every loss
+  and metric.
+
+These modules are internal to keras_stable (not a user API), but their names
+carry no underscore: `ops`, `layers`, `losses` and `metrics` all import them.
+Nothing here imports those subpackages.
+"""

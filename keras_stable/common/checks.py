@@ -1,0 +1,181 @@
+"""Argument validation: every check raises a `ValueError` naming the
+argument, what it received and what was expected.
+
+Checks of constructor arguments run without tensors (at construction);
+checks of shapes run on static shapes at the first call.
+"""
+
+import numbers
+
+from keras import ops
+
+from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import static_shape
+
+REDUCTIONS = (
+    "sum_over_batch_size",
+    "sum",
+    "mean",
+    "mean_with_sample_weight",
+    "none",
+    None,
+)
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_axis(axis, rank=None, name="axis", multiple=False, where=""):
+    """The one axis validator of keras_stable.
+
+    `multiple=False` accepts an int (NumPy integers included);
+    `multiple=True` also accepts a tuple or list of ints and `None` (all
+    axes), as `keras.ops` reductions do.
+
+    Without `rank` (a constructor argument) the type is checked and a plain
+    Python value returned (`int`, `tuple` or `None`: configs stay JSON).
+    With `rank`, the axis is checked against it and returned canonical: a
+    non-negative int, or (`multiple=True`) a sorted tuple of non-negative
+    ints without repeats.
+
+    `where` is appended to the error message (e.g. "for layer 'softmax'").
+    """
+    suffix = f" {where}" if where else ""
+    if multiple and axis is None:
+        return None if rank is None else tuple(range(rank))
+    if multiple and isinstance(axis, (tuple, list)):
+        axes = tuple(
+            check_axis(a, rank, name=name, where=where) for a in axis
+        )
+        if rank is not None:
+            if len(set(axes)) != len(axes):
+                raise ValueError(f"`{name}`={axis!r} repeats an axis{suffix}.")
+            return tuple(sorted(axes))
+        return axes
+    if not _is_int(axis):
+        expected = (
+            "an int, a tuple of ints or None" if multiple else "an int"
+        )
+        raise ValueError(
+            f"`{name}` must be {expected}{suffix}, got {axis!r} of type "
+            f"{type(axis).__name__}."
+        )
+    axis = int(axis)
+    if rank is None:
+        return axis
+    if not -rank <= axis < rank:
+        raise ValueError(
+            f"Invalid `{name}`={axis}{suffix} for an input of rank {rank}: "
+            f"expected an integer in [{-rank}, {rank - 1}]."
+        )
+    if multiple:
+        return (axis % rank,)
+    return axis % rank
+
+
+def check_bool(value, name):
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"`{name}` must be a bool, got {value!r} of type "
+            f"{type(value).__name__}."
+        )
+    return value
+
+
+def check_label_smoothing(label_smoothing):
+    """Raises a `ValueError` unless `0 <= label_smoothing < 1`."""
+    if isinstance(label_smoothing, bool) or not isinstance(
+        label_smoothing, (int, float)
+    ):
+        raise ValueError(
+            "`label_smoothing` must be a float in [0, 1), got "
+            f"{label_smoothing!r}."
+        )
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(
+            "`label_smoothing` must be in [0, 1), got "
+            f"label_smoothing={label_smoothing}."
+        )
+    return float(label_smoothing)
+
+
+def check_ignore_class(ignore_class):
+    if ignore_class is not None and not _is_int(ignore_class):
+        raise ValueError(
+            f"`ignore_class` must be an int or None, got {ignore_class!r}."
+        )
+    return None if ignore_class is None else int(ignore_class)
+
+
+def check_reduction(reduction):
+    if reduction not in REDUCTIONS:
+        raise ValueError(
+            f"Invalid `reduction`={reduction!r}: expected one of "
+            f"{list(REDUCTIONS)}."
+        )
+    return reduction
+
+
+def check_same_shape(a, b, name_a, name_b, hint=""):
+    if static_shape(a) != static_shape(b):
+        raise ValueError(
+            f"`{name_a}` and `{name_b}` must have the same shape, got "
+            f"{name_a}.shape={static_shape(a)} and "
+            f"{name_b}.shape={static_shape(b)}.{hint}"
+        )
+
+
+def broadcast_shape(shape_a, shape_b, name_a, name_b):
+    """Static broadcast of two shapes (unknown dims allowed), else ValueError."""
+    a, b = list(shape_a), list(shape_b)
+    n = max(len(a), len(b))
+    a = [1] * (n - len(a)) + a
+    b = [1] * (n - len(b)) + b
+    out = []
+    for da, db in zip(a, b):
+        if da == 1:
+            out.append(db)
+        elif db == 1 or db is None:
+            out.append(da)
+        elif da is None:
+            out.append(db)
+        elif da == db:
+            out.append(da)
+        else:
+            raise ValueError(
+                f"`{name_a}` of shape {tuple(shape_a)} and `{name_b}` of shape "
+                f"{tuple(shape_b)} do not broadcast together."
+            )
+    return tuple(out)
+
+
+def prepare_mask(mask, x, name="mask"):
+    """Validates that `mask` broadcasts to `x` (without changing x's shape).
+
+    Returns a boolean tensor broadcast to `x`'s shape, or `None`. A float
+    mask is read as "entry counts where mask > 0".
+    """
+    if mask is None:
+        return None
+    mask = ops.convert_to_tensor(mask)
+    x_shape = static_shape(x)
+    m_shape = static_shape(mask)
+    if len(m_shape) > len(x_shape):
+        raise ValueError(
+            f"`{name}` of shape {m_shape} has a higher rank than the input of "
+            f"shape {x_shape}; it must broadcast to the input's shape."
+        )
+    error = ValueError(
+        f"`{name}` of shape {m_shape} does not broadcast to the input's "
+        f"shape {x_shape}."
+    )
+    try:
+        full = broadcast_shape(x_shape, m_shape, "x", name)
+    except ValueError:
+        raise error from None
+    if tuple(full) != tuple(x_shape) and None not in x_shape:
+        raise error
+    if dtype_of(mask) != "bool":
+        mask = ops.greater(mask, 0)
+    return ops.broadcast_to(mask, ops.shape(x))
