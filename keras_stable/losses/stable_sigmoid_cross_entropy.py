@@ -10,6 +10,7 @@ from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
+from keras_stable.ops.cross_entropy import warn_if_probabilities
 
 
 def _same_rank(y_true, y_pred):
@@ -91,6 +92,7 @@ class StableSigmoidCrossEntropy(StableLoss):
         self.axis = check_axis(axis)
 
     def losses_and_valid(self, y_true, y_pred):
+        warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
         y_true = ops.cast(ops.convert_to_tensor(y_true), "float32")
         y_true, y_pred = _same_rank(y_true, to_float32(y_pred))
         if self.label_smoothing:

@@ -9,6 +9,7 @@ from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
+from keras_stable.ops.cross_entropy import warn_if_probabilities
 
 
 @register
@@ -82,6 +83,7 @@ class StableSoftmaxCrossEntropy(StableLoss):
         self.axis = check_axis(axis)
 
     def losses_and_valid(self, y_true, y_pred):
+        warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
         y_true = ops.convert_to_tensor(y_true)
         y_pred = to_float32(y_pred)
         if tuple(y_true.shape) != tuple(y_pred.shape):

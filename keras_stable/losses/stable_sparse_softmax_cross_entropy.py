@@ -9,6 +9,7 @@ from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_ignore_class
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
+from keras_stable.ops.cross_entropy import warn_if_probabilities
 from keras_stable.ops.cross_entropy import integer_labels
 
 
@@ -85,6 +86,7 @@ class StableSparseSoftmaxCrossEntropy(StableLoss):
         self.axis = check_axis(axis)
 
     def losses_and_valid(self, y_true, y_pred):
+        warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
         y_pred = to_float32(y_pred)
         labels, integral = integer_labels(y_true, y_pred, self.axis)
         values = stable_ops.sparse_softmax_cross_entropy(

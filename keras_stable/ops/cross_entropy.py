@@ -1,5 +1,7 @@
 """Cross-entropies computed in logit space, with masks and ignored labels."""
 
+import warnings
+
 from keras import ops
 
 from keras_stable.common.checks import check_axis
@@ -17,6 +19,35 @@ from keras_stable.ops.softmax import shifted_logits
 _INF = float("inf")
 # float32 holds every integer up to 2**24 exactly; an int32 index must fit.
 _INT32_LIMIT = 2.0**31
+
+
+def warn_if_probabilities(logits, from_logits, name):
+    """Warns, as Keras does, when `from_logits=True` meets probabilities.
+
+    Keras marks the output of a softmax or sigmoid activation (the tensor
+    keeps its logits as `_keras_logits` on TF and torch; on TF graphs the
+    producing op is `Softmax`/`Sigmoid`). keras_stable's losses default to
+    `from_logits=True` where Keras defaults to False, so a literal swap of a
+    model with a softmax head would silently compute the cross-entropy of
+    probabilities read as logits.
+    """
+    if not from_logits:
+        return
+    marked = getattr(logits, "_keras_logits", None) is not None
+    if not marked:
+        try:
+            marked = logits.op.type in ("Softmax", "Sigmoid")
+        except Exception:  # eager tensors and other backends have no op
+            marked = False
+    if marked:
+        warnings.warn(
+            f"`{name}` received `from_logits=True`, but its input was "
+            "produced by a softmax or sigmoid activation and does not hold "
+            "logits. Pass `from_logits=False` (keras_stable defaults to "
+            "`from_logits=True`; Keras defaults to `False`), or remove the "
+            "activation.",
+            stacklevel=3,
+        )
 
 
 def softmax_cross_entropy(
@@ -62,6 +93,7 @@ def softmax_cross_entropy(
     array([0.126928], dtype=float32)
     """
     label_smoothing = check_label_smoothing(label_smoothing)
+    warn_if_probabilities(logits, from_logits, "softmax_cross_entropy")
     logits, out_dtype = to_compute(logits)
     if not from_logits:
         logits = safe_log(logits)
@@ -143,6 +175,7 @@ def sparse_softmax_cross_entropy(
             f"{static_shape(labels)}. Cast them to int32, or use "
             "`softmax_cross_entropy` for one-hot or soft labels."
         )
+    warn_if_probabilities(logits, from_logits, "sparse_softmax_cross_entropy")
     logits, out_dtype = to_compute(logits)
     if not from_logits:
         logits = safe_log(logits)
@@ -218,6 +251,7 @@ def sigmoid_cross_entropy(labels, logits, from_logits=True):
     >>> np.asarray(ops.sigmoid_cross_entropy(np.array([0.0, 1.0], "float32"), np.array([100.0, 1e4], "float32")))
     array([100.,   0.], dtype=float32)
     """
+    warn_if_probabilities(logits, from_logits, "sigmoid_cross_entropy")
     logits, out_dtype = to_compute(logits)
     labels = ops.convert_to_tensor(labels)
     check_same_shape(labels, logits, "labels", "logits")
