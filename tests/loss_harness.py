@@ -36,6 +36,8 @@ class Spec:
     make_y: Callable  # rng, n -> y (labels of a model with `outputs` units)
     edge_cases: list  # [(y_true, y_pred)] with finite value and gradient
     sample_weight: Callable = None  # rng, n -> sample weights, or None
+    # Metrics only: the loss a model carrying the metric trains with.
+    train_loss: Callable = None
 
     def make(self, **overrides):
         return self.cls(**{**self.kwargs, **overrides})
@@ -127,6 +129,12 @@ SIGMOID_EDGES = [
 ]
 
 
+BINARY_PROB_EDGES = [
+    (_f32([[0.0, 1.0]]), _f32([[0.0, 1.0]])),  # p = 0 and 1 on the labels
+    (_f32([[1.0, 0.0]]), _f32([[0.5, 1e-30]])),
+]
+
+
 def _specs():
     from keras_stable import losses
     from keras_stable import metrics
@@ -148,16 +156,19 @@ def _specs():
         Spec("sigmoid_ce", losses.StableSigmoidCrossEntropy, {"label_smoothing": 0.2}, 2, binary_y, SIGMOID_EDGES),
     ]
     metric_specs = [
-        Spec("m_mmtd_sample", metrics.MaskedMultiTaskDistance, {}, 5, tasks_y, TASK_EDGES),
-        Spec("m_mmtd_task", metrics.MaskedMultiTaskDistance, {"per": "task"}, 5, tasks_y, TASK_EDGES, task_weights_2d),
-        Spec("m_ce", metrics.StableCrossEntropy, {}, 3, onehot_y, SOFTMAX_EDGES),
-        Spec("m_ce_probs", metrics.StableCrossEntropy, {"from_logits": False}, 3, onehot_y, PROB_EDGES),
-        Spec("m_sparse_ce", metrics.StableSparseCrossEntropy, {"ignore_class": -1}, 3, sparse_y, SPARSE_EDGES),
+        Spec("m_mmtd_sample", metrics.MaskedMultiTaskDistance, {}, 5, tasks_y, TASK_EDGES, train_loss=losses.MaskedMultiTaskDistance),
+        Spec("m_mmtd_task", metrics.MaskedMultiTaskDistance, {"per": "task"}, 5, tasks_y, TASK_EDGES, task_weights_2d, train_loss=losses.MaskedMultiTaskDistance),
+        Spec("m_ce", metrics.StableCrossEntropy, {"label_smoothing": 0.1}, 3, onehot_y, SOFTMAX_EDGES, train_loss=losses.StableSoftmaxCrossEntropy),
+        Spec("m_ce_probs", metrics.StableCrossEntropy, {"from_logits": False}, 3, onehot_y, PROB_EDGES, train_loss=lambda: losses.StableSoftmaxCrossEntropy(from_logits=False)),
+        Spec("m_sparse_ce", metrics.StableSparseCrossEntropy, {"ignore_class": -1}, 3, sparse_y, SPARSE_EDGES, train_loss=lambda: losses.StableSparseSoftmaxCrossEntropy(ignore_class=-1)),
+        Spec("m_bce", metrics.StableBinaryCrossEntropy, {"label_smoothing": 0.2}, 2, binary_y, SIGMOID_EDGES, train_loss=losses.StableSigmoidCrossEntropy),
+        Spec("m_bce_probs", metrics.StableBinaryCrossEntropy, {"from_logits": False}, 2, binary_y, BINARY_PROB_EDGES, train_loss=lambda: losses.StableSigmoidCrossEntropy(from_logits=False)),
     ]
     return loss_specs, metric_specs
 
 
 LOSS_SPECS, METRIC_SPECS = _specs()
+ALL_SPECS = LOSS_SPECS + METRIC_SPECS
 
 
 # --- helpers -------------------------------------------------------------------
@@ -175,7 +186,9 @@ def tiny_model(outputs, activation=None, seed=0):
 
 
 def _activation(spec):
-    return "softmax" if spec.kwargs.get("from_logits") is False else None
+    if spec.kwargs.get("from_logits") is not False:
+        return None
+    return "sigmoid" if spec.cls.__name__.endswith(("SigmoidCrossEntropy", "BinaryCrossEntropy")) else "softmax"
 
 
 def evaluate(obj, y_true, y_pred, sample_weight=None):
@@ -191,16 +204,8 @@ def compile_model(spec, jit_compile=False, model=None):
     model = model or tiny_model(spec.outputs, _activation(spec))
     obj = spec.make()
     if is_metric(obj):
-        # Metrics ride on a loss of the same family so the model can train.
-        from keras_stable import losses
-
-        name = type(obj).__name__
-        if name == "MaskedMultiTaskDistance":
-            loss = losses.MaskedMultiTaskDistance()
-        elif name == "StableCrossEntropy":
-            loss = losses.StableSoftmaxCrossEntropy(from_logits=obj.from_logits)
-        else:
-            loss = losses.StableSparseSoftmaxCrossEntropy(from_logits=obj.from_logits, ignore_class=obj.ignore_class)
+        # Metrics ride on the loss their spec names, so the model can train.
+        loss = spec.train_loss()
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss, metrics=[obj], jit_compile=jit_compile)
     else:
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss=obj, jit_compile=jit_compile)
@@ -329,3 +334,22 @@ def check_edge_grid(spec):
         out, (grad,) = vjp_all_modes(fn, [y_pred])
         assert_finite(out, f"{spec.id} value at {y_true}, {y_pred}")
         assert_finite(grad, f"{spec.id} gradient at {y_true}, {y_pred}")
+
+
+def check_keras_mask(spec):
+    """A `Masking` layer masks whole samples: the value is the value over
+    the unmasked samples alone (as `keras.losses.Loss` and Keras's metrics
+    read the mask of `y_pred`)."""
+    x, y, sw = spec.data()
+    x[::3] = 0.0  # masked samples
+    keep = ~np.all(x == 0, axis=1)
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Masking(0.0)(inputs)
+    out = keras.layers.Dense(spec.outputs, activation=_activation(spec))(hidden)
+    y_pred = keras.Model(inputs, out)(x)
+    value = evaluate(spec.make(), y, y_pred, sw)
+    kept_pred = keras.ops.convert_to_tensor(to_numpy(y_pred)[keep], "float32")
+    expected = evaluate(spec.make(), y[keep], kept_pred, None if sw is None else sw[keep])
+    np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
+    assert_finite(value, spec.id)

@@ -1,10 +1,14 @@
-"""The shared loss harness, run for every loss (tests/loss_harness.py)."""
+"""The shared harness (tests/loss_harness.py), run for every loss and metric.
+
+Adding a loss or a metric means adding its `Spec` to `tests/loss_harness.py`;
+every check below then runs for it.
+"""
 
 import pytest
 
 from tests import loss_harness as h
 
-SPECS = h.LOSS_SPECS
+SPECS = h.ALL_SPECS
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=repr)
@@ -31,3 +35,8 @@ def test_precision(spec, policy):
 @pytest.mark.parametrize("spec", SPECS, ids=repr)
 def test_edge_grid(spec):
     h.check_edge_grid(spec)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=repr)
+def test_keras_mask(spec):
+    h.check_keras_mask(spec)
