@@ -14,7 +14,7 @@ import pytest
 BACKEND = keras.backend.backend()
 MODES = ("eager", "compiled") if BACKEND in ("tensorflow", "jax") else ("eager",)
 
-# Per-dtype tolerances (STYLE.md, point 9): rtol, atol.
+# Per-dtype tolerances (CONTRIBUTING.md, "Tests"): rtol, atol.
 TOLERANCES = {
     "float64": (1e-10, 1e-12),
     "float32": (1e-5, 1e-6),

@@ -3,7 +3,7 @@
 Each loss or metric is described by a `Spec`: how to build it, a tiny data
 set for a model with `outputs` units, and an edge-case grid of
 `(y_true, y_pred)` pairs whose value (and, for losses, gradient) must be
-finite. The `check_*` functions below are the harness of STYLE.md point 8:
+finite. The `check_*` functions below are the harness of CONTRIBUTING.md ("Add a loss"):
 config round trip and identical behaviour after it, `.keras` save/load with
 identical values, one `fit` step with `jit_compile=True` (not on torch),
 the mixed-precision sweep, and the edge-case grid.
@@ -87,6 +87,18 @@ def task_weights_2d(rng, n, tasks=5):
     return w
 
 
+def counts_y(rng, n, outputs=3):
+    return rng.poisson(2.0, (n, outputs)).astype("float32")
+
+
+def gaussian_y(rng, n):
+    return rng.normal(size=(n,)).astype("float32")  # one target, (mean, log_var) head
+
+
+def example_weights(rng, n):
+    return rng.uniform(0.0, 2.0, n).astype("float32")
+
+
 # --- edge-case grids ---------------------------------------------------------
 
 _NAN = np.nan
@@ -134,6 +146,30 @@ BINARY_PROB_EDGES = [
     (_f32([[1.0, 0.0]]), _f32([[0.5, 1e-30]])),
 ]
 
+# Missing labels: all-missing rows, huge predictions under missing labels.
+REGRESSION_EDGES = TASK_EDGES + [
+    (
+        _f32([[_NAN, 1e4, -3.0, _NAN, 0.5], [_NAN] * 5]),
+        _f32([[1e30, -1e4, -3.0, -1e30, 0.0], [1e30, -1e30, 0.0, 1.0, 2.0]]),
+    ),
+]
+
+POISSON_LOG_EDGES = [
+    (_f32([[1.0, 0.0, 3.0]]), _f32([[-20.0, -2.0, 0.0]])),  # log link, low rate
+    (_f32([[0.0, 0.0, 1e4]]), _f32([[-_INF, -80.0, 80.0]])),  # rate 0, extremes
+    (_f32([[0.0, 2.0, 5.0]]), _f32([[0.0, 0.0, 0.0]])),
+]
+
+POISSON_RATE_EDGES = [
+    (_f32([[0.0, 3.0, 1.0]]), _f32([[0.0, 1e-30, 2.0]])),  # rate 0 on a zero count
+    (_f32([[0.0, 0.0, 0.0]]), _f32([[0.0, 0.0, 0.0]])),
+]
+
+GAUSSIAN_EDGES = [
+    (_f32([0.0, 1e20, 1.0, 5.0]), _f32([[0.0, -100.0], [0.0, 100.0], [1.0, -1000.0], [0.0, 1000.0]])),
+    (_f32([1e-6, 0.0, 3.0]), _f32([[0.0, -100.0], [0.0, 0.0], [-3.0, 80.0]])),
+]
+
 
 def _specs():
     from keras_stable import losses
@@ -154,6 +190,12 @@ def _specs():
         Spec("softmax_ce_probs", losses.StableSoftmaxCrossEntropy, {"from_logits": False}, 3, onehot_y, PROB_EDGES),
         Spec("sparse_ce", losses.StableSparseSoftmaxCrossEntropy, {"ignore_class": -1}, 3, sparse_y, SPARSE_EDGES),
         Spec("sigmoid_ce", losses.StableSigmoidCrossEntropy, {"label_smoothing": 0.2}, 2, binary_y, SIGMOID_EDGES),
+        Spec("poisson_log", losses.StablePoisson, {"full": True}, 3, counts_y, POISSON_LOG_EDGES, example_weights),
+        Spec("poisson_rate", losses.StablePoisson, {"log_input": False}, 3, counts_y, POISSON_RATE_EDGES),
+        Spec("gaussian_nll", losses.StableGaussianNLL, {"full": True}, 2, gaussian_y, GAUSSIAN_EDGES, example_weights),
+        Spec("masked_mse", losses.MaskedMeanSquaredError, {}, 5, tasks_y, REGRESSION_EDGES),
+        Spec("masked_mae", losses.MaskedMeanAbsoluteError, {"reduction": "sum"}, 5, tasks_y, REGRESSION_EDGES, example_weights),
+        Spec("masked_huber", losses.MaskedHuber, {"delta": 0.5}, 5, tasks_y, REGRESSION_EDGES, example_weights),
     ]
     metric_specs = [
         Spec("m_mmtd_sample", metrics.MaskedMultiTaskDistance, {}, 5, tasks_y, TASK_EDGES, train_loss=losses.MaskedMultiTaskDistance),
@@ -186,6 +228,8 @@ def tiny_model(outputs, activation=None, seed=0):
 
 
 def _activation(spec):
+    if spec.kwargs.get("log_input") is False:
+        return "softplus"  # Poisson rates must be >= 0
     if spec.kwargs.get("from_logits") is not False:
         return None
     return "sigmoid" if spec.cls.__name__.endswith(("SigmoidCrossEntropy", "BinaryCrossEntropy")) else "softmax"

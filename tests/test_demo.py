@@ -1,5 +1,6 @@
 """The demo (`python -m keras_stable.demo`): traps measured, table, CLI."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -9,6 +10,10 @@ import keras
 import pytest
 
 from keras_stable import demo
+from keras_stable.demo import backend as demo_backend
+from keras_stable.demo import cli
+from keras_stable.demo.backend import _RESTARTED
+from keras_stable.demo.scenarios import _scenarios
 
 BACKEND = keras.config.backend()
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,7 +21,7 @@ OTHER_BACKEND = next(b for b in demo.BACKENDS if b != BACKEND)
 
 
 def _scenario(name):
-    return next(s for s in demo._scenarios() if s["name"] == name)
+    return next(s for s in _scenarios() if s["name"] == name)
 
 
 # -- backend selection ------------------------------------------------------
@@ -40,9 +45,7 @@ def test_main_from_python_with_another_backend_is_a_clear_error(capsys):
     assert "already imported" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-    "argv", [["--steps", "0"], ["--modes", "fast"], ["--backend", "numpy"]]
-)
+@pytest.mark.parametrize("argv", [["--steps", "0"], ["--modes", "fast"], ["--backend", "numpy"]])
 def test_bad_arguments_exit_with_usage_error(argv, capsys):
     with pytest.raises(SystemExit) as info:
         demo.main(argv)
@@ -50,12 +53,61 @@ def test_bad_arguments_exit_with_usage_error(argv, capsys):
     assert "error" in capsys.readouterr().err
 
 
+def _without_backend(monkeypatch, missing):
+    """Makes `importlib.util.find_spec` report the package `missing` absent."""
+    find_spec = importlib.util.find_spec
+
+    def fake_find_spec(name, *args, **kwargs):
+        if name.split(".")[0] == missing:
+            return None
+        return find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", fake_find_spec)
+
+
+def _fail_restart(backend, argv):
+    raise AssertionError("a backend that is not installed was restarted")
+
+
+@pytest.mark.parametrize("from_command_line", [False, True])
+def test_backend_not_installed_is_a_one_line_error(from_command_line, monkeypatch, capsys):
+    _without_backend(monkeypatch, OTHER_BACKEND)
+    # The command-line call must fail before restarting in a fresh process.
+    monkeypatch.setattr(cli, "_restart_with_backend", _fail_restart)
+    argv = ["--backend", OTHER_BACKEND, "--steps", "1"]
+    if from_command_line:
+        monkeypatch.setattr(sys, "argv", ["keras-stable-demo", *argv])
+        status = demo.main()
+    else:
+        status = demo.main(argv)
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("error: ")
+    assert f"`{OTHER_BACKEND}` package, which is not installed" in err
+    assert f'pip install -e ".[{OTHER_BACKEND}]"' in err
+
+
+def test_select_backend_checks_that_the_backend_is_installed(monkeypatch):
+    _without_backend(monkeypatch, OTHER_BACKEND)
+    with pytest.raises(demo.BackendNotInstalledError, match=OTHER_BACKEND):
+        demo.select_backend(OTHER_BACKEND)
+    # The loaded backend is installed: no look-up, no error.
+    monkeypatch.setattr(demo_backend, "_installed", lambda b: False)
+    assert demo.select_backend(BACKEND) == BACKEND
+
+
 def test_importing_the_demo_runs_nothing():
-    # The module must stay importable (doctest collection, --backend)
+    # The package must stay importable (doctest collection, --backend)
     # without training or touching the backend.
-    source = Path(demo.__file__).read_text()
-    assert "\nimport keras" not in source
-    assert "\nfrom keras" not in source
+    package = Path(demo.__file__).parent
+    sources = sorted(package.glob("*.py"))
+    assert len(sources) > 1
+    for path in sources:
+        source = path.read_text()
+        assert "\nimport keras\n" not in source, path.name
+        assert "\nfrom keras import" not in source, path.name
+        assert "\nfrom keras." not in source, path.name
 
 
 # -- the two traps, measured ------------------------------------------------
@@ -69,12 +121,8 @@ def _compiled_mode():
 def test_norm_trap_plain_goes_nan_and_keras_stable_does_not():
     scenario = _scenario("multi-task regression")
     mode = _compiled_mode()
-    plain_losses, plain_failure = demo.train(
-        scenario, scenario["plain"][1](), mode, steps=2
-    )
-    stable_losses, stable_failure = demo.train(
-        scenario, scenario["stable"][1](), mode, steps=2
-    )
+    plain_losses, plain_failure = demo.train(scenario, scenario["plain"][1](), mode, steps=2)
+    stable_losses, stable_failure = demo.train(scenario, scenario["stable"][1](), mode, steps=2)
     assert stable_failure is None
     assert len(stable_losses) == 2
     if BACKEND == "torch":
@@ -94,12 +142,8 @@ def test_norm_trap_plain_goes_nan_and_keras_stable_does_not():
 
 def test_softmax_trap_plain_goes_nan_and_keras_stable_does_not():
     scenario = _scenario("2-3-2 classifier")
-    _, plain_failure = demo.train(
-        scenario, scenario["plain"][1](), "eager", steps=2
-    )
-    stable_losses, stable_failure = demo.train(
-        scenario, scenario["stable"][1](), "eager", steps=2
-    )
+    _, plain_failure = demo.train(scenario, scenario["plain"][1](), "eager", steps=2)
+    stable_losses, stable_failure = demo.train(scenario, scenario["stable"][1](), "eager", steps=2)
     assert plain_failure is not None and plain_failure["step"] == 1
     assert plain_failure["what"] == "loss"
     assert stable_failure is None
@@ -112,7 +156,7 @@ def test_main_prints_the_table(capsys):
     assert "first NaN/inf" in out
     assert "multi-task regression" in out and "2-3-2 classifier" in out
     assert "keras_stable: NaN/inf in 0 of 2 runs" in out
-    assert "MaskedMultiTaskDistance(per=\"task\", squared=True)" in out
+    assert 'MaskedMultiTaskDistance(per="task", squared=True)' in out
 
 
 # -- table, summary and plot on fixed rows ----------------------------------
@@ -169,9 +213,14 @@ def test_plot_is_written(tmp_path):
 
 
 def test_plot_without_matplotlib_is_a_clear_error(monkeypatch, capsys):
-    monkeypatch.setattr(demo, "_have_matplotlib", lambda: False)
+    monkeypatch.setattr(cli, "_have_matplotlib", lambda: False)
     assert demo.main(["--plot", "x.png"]) == 2
-    assert "pip install matplotlib" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    # keras_stable is not on a package index: from a checkout, or matplotlib.
+    assert 'pip install -e ".[plot]"' in err
+    assert "pip install matplotlib" in err
+    assert "keras_stable[plot]" not in err
 
 
 # -- the command line, in a fresh process -----------------------------------
@@ -190,7 +239,7 @@ def test_command_line_switches_backend_and_plots(tmp_path):
     pytest.importorskip("matplotlib")
     plot = tmp_path / "curves.png"
     env = dict(os.environ, KERAS_BACKEND="tensorflow")
-    env.pop(demo._RESTARTED, None)
+    env.pop(_RESTARTED, None)
     result = subprocess.run(
         [
             sys.executable,
@@ -210,6 +259,7 @@ def test_command_line_switches_backend_and_plots(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = " ".join(result.stdout.split())
