@@ -1,13 +1,21 @@
-"""Weightless, serializable layers over `keras_stable.ops`.
+"""Serializable layers over `keras_stable.ops`.
 
-Each layer validates its `axis` and the Keras mask it receives, runs the
-math of `keras_stable.ops` in float32 (or wider) and returns the layer's
-compute dtype.
+The axis layers are weightless: each validates its `axis` and the Keras
+mask it receives, runs the math of `keras_stable.ops` in float32 (or wider)
+and returns the layer's compute dtype. `LinearSoftmaxHead` is the output
+layer of large-vocabulary models: it trains without materialising logits.
 """
 
 from keras_stable.layers.l2_normalize import L2Normalize
+from keras_stable.layers.linear_softmax_head import LinearSoftmaxHead
 from keras_stable.layers.log_softmax import LogSoftmax
 from keras_stable.layers.safe_norm import SafeNorm
 from keras_stable.layers.stable_softmax import StableSoftmax
 
-__all__ = ["L2Normalize", "LogSoftmax", "SafeNorm", "StableSoftmax"]
+__all__ = [
+    "L2Normalize",
+    "LinearSoftmaxHead",
+    "LogSoftmax",
+    "SafeNorm",
+    "StableSoftmax",
+]

@@ -10,6 +10,7 @@ from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
 from keras_stable.ops.distance import masked_task_distance
+from keras_stable.ops.linear_cross_entropy import linear_softmax_cross_entropy
 from keras_stable.ops.division import safe_divide
 from keras_stable.ops.norms import cosine_similarity
 from keras_stable.ops.norms import l2_normalize
@@ -22,6 +23,7 @@ from keras_stable.ops.softmax import softmax
 __all__ = [
     "cosine_similarity",
     "l2_normalize",
+    "linear_softmax_cross_entropy",
     "log_softmax",
     "logsumexp",
     "masked_task_distance",
