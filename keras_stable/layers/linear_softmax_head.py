@@ -8,6 +8,7 @@ from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_ignore_class
+from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import reduce_losses
 
 
@@ -141,6 +142,9 @@ class LinearSoftmaxHead(keras.layers.Layer):
             chunk_size=self.chunk_size,
             ignore_class=self.ignore_class,
         )
+        if mask is None:
+            # Keras passes `mask` only to a call with one tensor argument.
+            mask = keras_mask_of(hidden)
         valid = None
         if self.ignore_class is not None:
             valid = ops.not_equal(labels, self.ignore_class)
