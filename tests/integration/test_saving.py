@@ -243,9 +243,13 @@ def test_every_name_is_registered():
         assert cls.__module__.startswith("keras_stable."), (name, cls)
 
 
+# Constructor arguments without a default.
+_REQUIRED = {"LinearSoftmaxHead": {"vocab_size": 10}}
+
+
 def _instances():
     """Each registered class with its defaults, plus non-default variants."""
-    instances = [(name, cls()) for name, cls in _registered_classes().items()]
+    instances = [(name, cls(**_REQUIRED.get(cls.__name__, {}))) for name, cls in _registered_classes().items()]
     variants = list(_models.losses(per="task").values())
     variants += [m for ms in _models.metrics(per="task").values() for m in ms]
     variants += [
