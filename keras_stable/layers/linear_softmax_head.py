@@ -46,7 +46,8 @@ class LinearSoftmaxHead(keras.layers.Layer):
         ignore_class: optional int label that counts for nothing (padding).
         top_k: optional int: return the top `top_k` logits and their indices
             instead of all logits at inference.
-        kernel_initializer, bias_initializer: Keras initializers.
+        kernel_initializer: Keras initializer of the kernel.
+        bias_initializer: Keras initializer of the bias.
         **kwargs: base layer arguments (`name`, `dtype`...).
 
     Call arguments:
