@@ -143,7 +143,7 @@ def softmax_ops():
             "softmax",
             SOFTMAX_SIZES,
             build_x,
-            lambda m: lambda x: m.ks.ops.logsumexp(x),
+            lambda m: lambda x: m.ks.ops.logsumexp(x, axis=-1),
             {
                 "tf.reduce_logsumexp": _tf_only(
                     lambda m: lambda x: m.tf.reduce_logsumexp(x, axis=-1)

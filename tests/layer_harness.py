@@ -55,9 +55,19 @@ of the process (`KERAS_BACKEND`). The checks:
    axis, and is applied when it covers `axis` (consumed only by reducing
    layers); masks from `Masking` / `Embedding(mask_zero=True)` propagate in
    functional models by that rule; a mismatched mask raises `ValueError`.
-9. `test_bad_axis`: an out-of-range `axis` raises `ValueError` naming
-   `axis` and the input shape at the first (symbolic or eager) call; a
-   non-int `axis` raises at construction.
+9. `test_bad_axis`: an out-of-range or repeated `axis` raises `ValueError`
+   naming `axis` and the input shape at the first (symbolic or eager)
+   call; an `axis` that is neither an int nor a non-empty tuple/list of
+   ints raises at construction.
+10. `test_multiple_axes`: a tuple/list `axis` (as `keras.layers.Softmax`
+    and `UnitNormalization` take) normalises or reduces its axes together
+    and matches the reference; `(-1,)` equals `-1`; the config survives
+    JSON; a `(batch, time)` mask covering the first axis is applied (zero
+    gradient under it) and a `(batch,)` mask leaves the math unchanged.
+11. `test_build`: weightless, the layer is built at instantiation (as
+    Keras's stateless layers are); an explicit `build(shape)` checks
+    `axis`; a subclass that overrides `build` is not built at
+    instantiation and Keras calls its `build` at the first call.
 
 A new layer adds a spec and a subclass; a class that is not a layer can
 reuse the pieces (`EdgeCase`, `default_edge_cases`, `fit_one_step`).
@@ -67,7 +77,8 @@ marking the entries that take part.
 """
 
 import dataclasses
-from typing import Callable, Optional
+import json
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -93,10 +104,10 @@ class EdgeCase:
     """
 
     x: np.ndarray
-    mask: Optional[np.ndarray] = None
+    mask: np.ndarray | None = None
     dtype: str = "float32"
     finite_value: bool = True
-    known_bug: Optional[str] = None
+    known_bug: str | None = None
 
 
 def default_edge_cases():
@@ -319,7 +330,10 @@ class LayerHarness:
             out = layer(x)
             assert keras.backend.standardize_dtype(out.dtype) == compute
             bu.assert_close(
-                as_numpy(out), spec.expected(as_numpy(x)), compute, what=f"{policy}, input {x.dtype}"
+                as_numpy(out),
+                spec.expected(as_numpy(x)),
+                compute,
+                what=f"{policy}, input {x.dtype}",
             )
         # In a model built under the global policy, with a float32 Input.
         inputs = keras.Input(spec.input_shape[1:])
@@ -387,7 +401,9 @@ class LayerHarness:
         steps = np.ones(spec.input_shape[:2], bool)
         steps[-1] = False
         # The feature axis is not masked: the math is unchanged.
-        bu.assert_close(as_numpy(layer(x, mask=steps)), spec.expected(x), what="time mask on features")
+        bu.assert_close(
+            as_numpy(layer(x, mask=steps)), spec.expected(x), what="time mask on features"
+        )
         assert layer.compute_mask(x, steps) is steps
         # From a Masking layer in a functional model: passed on.
         inputs = keras.Input(spec.input_shape[1:])
@@ -441,6 +457,68 @@ class LayerHarness:
         with pytest.raises(ValueError, match="mask"):
             layer(values, mask=keras.Input((spec.input_shape[1] + 1,), dtype="bool"))
 
+    # --------------------------------------------------------------- build
+    def test_build(self):
+        spec = self.spec
+        layer = spec.make()
+        assert layer.built and not layer.weights
+        layer.build(spec.input_shape)
+        assert layer.built
+        with pytest.raises(ValueError, match="axis"):
+            spec.make(axis=len(spec.input_shape)).build(spec.input_shape)
+        calls = []
+
+        class Subclass(spec.layer_cls):
+            def build(self, input_shape):
+                calls.append(tuple(input_shape))
+                super().build(input_shape)
+
+        x = random_input(spec.input_shape)
+        eager = Subclass(**spec.init_kwargs)
+        assert not eager.built
+        np.testing.assert_array_equal(as_numpy(eager(x)), as_numpy(layer(x)))
+        assert eager.built and calls == [tuple(spec.input_shape)]
+        symbolic = Subclass(**spec.init_kwargs)
+        symbolic(keras.Input(spec.input_shape[1:]))
+        assert symbolic.built and calls[-1] == (None,) + tuple(spec.input_shape[1:])
+
+    # ------------------------------------------------------- several axes
+    def test_multiple_axes(self):
+        spec = self.spec
+        x = random_input(spec.input_shape, seed=9)
+        np.testing.assert_array_equal(
+            as_numpy(spec.make(axis=(-1,))(x)), as_numpy(spec.make(axis=-1)(x))
+        )
+        for axis in ((1, 2), [2, 1], (0, -1)):
+            layer = spec.make(axis=axis)
+            out = layer(x)
+            assert tuple(out.shape) == tuple(layer.compute_output_shape(spec.input_shape))
+            bu.assert_close(as_numpy(out), spec.expected(x, axis=tuple(axis)), what=f"axis={axis}")
+        layer = spec.make(axis=(1, 2))
+        config = layer.get_config()
+        assert config["axis"] == [1, 2] and json.loads(json.dumps(config)) == config
+        restored = spec.layer_cls.from_config(config)
+        assert restored.axis == (1, 2) and restored.get_config() == config
+        inputs = keras.Input(spec.input_shape[1:])
+        symbolic = layer(inputs)
+        assert tuple(symbolic.shape) == tuple(layer.compute_output_shape(inputs.shape))
+        bu.assert_close(as_numpy(keras.Model(inputs, symbolic)(x)), as_numpy(layer(x)))
+        # A (batch, time) mask covers the first axis, 1: applied.
+        steps = np.ones(spec.input_shape[:2], bool)
+        steps[0, 0] = False
+        steps[1] = False
+        full = np.broadcast_to(steps[:, :, None], spec.input_shape)
+        value, (grad,) = bu.vjp_all_modes(lambda t, m: layer(t, mask=m), [x, steps])
+        bu.assert_close(value, spec.expected(x, full, axis=(1, 2)), what="time mask")
+        bu.assert_finite(grad, what="gradient")
+        np.testing.assert_array_equal(grad[~full], 0.0)
+        passed_on = layer.compute_mask(x, steps)
+        assert passed_on is None if spec.reduces_axis else passed_on is steps
+        # A (batch,) mask stops before axes (1, 2): the math is unchanged.
+        samples = np.array([True, False, True])[: spec.input_shape[0]]
+        bu.assert_close(as_numpy(layer(x, mask=samples)), as_numpy(layer(x)))
+        assert layer.compute_mask(x, samples) is samples
+
     # ----------------------------------------------------------- bad input
     def test_bad_axis(self):
         spec = self.spec
@@ -454,8 +532,12 @@ class LayerHarness:
             layer(keras.Input(spec.input_shape[1:]))
         with pytest.raises(ValueError, match="axis"):
             layer.compute_output_shape(spec.input_shape)
-        for bad in (1.0, "last", (0, 1), None, True):
+        for bad in (1.0, "last", (), [], (0, 1.0), None, True):
             with pytest.raises(ValueError, match="axis"):
                 spec.make(axis=bad)
+        for bad in ((0, rank), (1, 1 - rank)):  # out of range; repeated
+            with pytest.raises(ValueError, match="axis") as info:
+                spec.make(axis=bad)(x)
+            assert str(tuple(x.shape)) in str(info.value)
         config = spec.make(axis=np.int64(-1)).get_config()
         assert type(config["axis"]) is int

@@ -1,10 +1,16 @@
 """The shared machinery of the keras_stable layers (private).
 
-`AxisLayer` validates `axis`, checks Keras masks against the input's shape,
-decides which mask takes part in the math and which one is passed on, and
-handles the dtype policy: the math runs in `result_type(x.dtype, "float32")`
-and the output is cast to `self.compute_dtype` (as keras core's normalization
-layers do). Subclasses only say which `keras_stable.ops` function to call.
+`AxisLayer` validates `axis` (an int, or a tuple/list of ints reduced
+together, as `keras.layers.Softmax` and `UnitNormalization` take), checks
+Keras masks against the input's shape, decides which mask takes part in
+the math and which one is passed on, and handles the dtype policy: the
+math runs in `result_type(x.dtype, "float32")` and the output is cast to
+`self.compute_dtype` (as keras core's normalization layers do).
+Subclasses only say which `keras_stable.ops` function to call.
+
+The layers hold no state: like keras core's `Softmax` and
+`UnitNormalization` they are built at instantiation, unless a subclass
+overrides `build` (Keras then calls it at the first call).
 """
 
 import keras
@@ -17,11 +23,35 @@ def _shape(x):
     return tuple(x.shape)
 
 
-class AxisLayer(keras.layers.Layer):
-    """Weightless layer over one `axis`, with the keras_stable mask rule.
+def _check_layer_axis(axis):
+    """An int, or a non-empty tuple/list of ints (returned as a tuple).
 
-    Mask rule (DESIGN.md). A Keras mask covers the leading dimensions of the
-    input (Embedding and Masking give `(batch, time)` for an input
+    Not `None` and not `()`: as `keras.layers.Softmax` and
+    `UnitNormalization`, a layer normalises over the axes it is given.
+    """
+    if isinstance(axis, (tuple, list)) and axis:
+        return check_axis(axis, multiple=True)
+    if not isinstance(axis, (tuple, list)) and axis is not None:
+        try:
+            return check_axis(axis)
+        except ValueError:
+            pass
+    # The message starts as `check_axis`'s does for one axis.
+    raise ValueError(
+        f"`axis` must be an int, got {axis!r} of type {type(axis).__name__} "
+        "(a non-empty tuple/list of ints is accepted too)."
+    )
+
+
+def _first_axis(axis):
+    return axis if isinstance(axis, int) else min(axis)
+
+
+class AxisLayer(keras.layers.Layer):
+    """Weightless layer over `axis`, with the keras_stable mask rule.
+
+    Mask rule (docs/design.md). A Keras mask covers the leading dimensions
+    of the input (Embedding and Masking give `(batch, time)` for an input
     `(batch, time, features)`):
 
     - a mask of the input's own rank (each dimension equal or 1) masks
@@ -31,6 +61,8 @@ class AxisLayer(keras.layers.Layer):
       the math;
     - a mask of lower rank that stops before `axis` (a time-step mask with
       `axis` the feature axis) leaves the math unchanged.
+
+    With several axes, "`axis`" above is the first of them.
 
     Which mask is passed on is decided by `output_mask`, per layer.
 
@@ -44,22 +76,29 @@ class AxisLayer(keras.layers.Layer):
         # compute dtype first, which is what this layer must not do.
         kwargs["autocast"] = False
         super().__init__(**kwargs)
-        self.axis = check_axis(axis)
+        self.axis = _check_layer_axis(axis)
         self.supports_masking = True
+        # Stateless, so built at instantiation, as keras core's weightless
+        # layers are (`Softmax`, `UnitNormalization`). A subclass that
+        # overrides `build` is not marked built, so Keras calls its `build`
+        # at the first call. `axis` is checked against the input's rank at
+        # every call and in `compute_output_shape` either way.
+        if type(self).build is AxisLayer.build:
+            self.built = True
 
     def build(self, input_shape):
-        # No weights: building only checks `axis` against the input's rank
-        # (subclasses that override `build` are called, as Keras expects).
+        # No weights: building only checks `axis` against the input's rank.
         self._canonical_axis(input_shape)
         self.built = True
 
     # ----------------------------------------------------------- validation
     def _canonical_axis(self, input_shape):
+        """A non-negative int, or a sorted tuple of them (several axes)."""
         return check_axis(
             self.axis,
             len(input_shape),
-            where=f"for layer '{self.name}' and an input of shape "
-            f"{tuple(input_shape)}",
+            multiple=not isinstance(self.axis, int),
+            where=f"for layer '{self.name}' and an input of shape {tuple(input_shape)}",
         )
 
     def _check_mask(self, input_shape, mask_shape):
@@ -75,17 +114,30 @@ class AxisLayer(keras.layers.Layer):
                     continue
                 ok = False
         if not ok:
+            # The wording keeps keras.layers.Softmax's key phrases
+            # ("must not have more dimensions", "broadcastable").
+            if len(mask_shape) > len(input_shape):
+                expected = "a mask must not have more dimensions than the input"
+            elif len(mask_shape) == len(input_shape):
+                expected = (
+                    "a mask of the input's rank must be broadcastable to its "
+                    "shape (each dimension equal or 1)"
+                )
+            else:
+                expected = (
+                    "a mask of lower rank must equal the leading dimensions "
+                    "of the input, like the `(batch, time)` mask of "
+                    "Embedding(mask_zero=True) or Masking (it is not "
+                    "broadcast NumPy-style, from the right)"
+                )
             raise ValueError(
                 f"Layer '{self.name}' got a `mask` of shape {mask_shape} for "
-                f"an input of shape {input_shape}: expected the input's shape "
-                "(dimensions of 1 broadcast) or a leading part of it, such as "
-                "the `(batch, time)` mask of an Embedding(mask_zero=True) or "
-                "Masking layer."
+                f"an input of shape {input_shape}: {expected}."
             )
 
     def _mask_takes_part(self, input_shape, mask_shape):
         """Whether the mask covers `axis` (and so masks entries along it)."""
-        return self._canonical_axis(input_shape) < len(mask_shape)
+        return _first_axis(self._canonical_axis(input_shape)) < len(mask_shape)
 
     # ----------------------------------------------------------------- call
     def _prepare(self, inputs, mask):
@@ -136,7 +188,10 @@ class AxisLayer(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"axis": self.axis})
+        # Several axes are stored as a list (as `UnitNormalization` does), so
+        # that a JSON round trip changes nothing.
+        axis = self.axis if isinstance(self.axis, int) else list(self.axis)
+        config.update({"axis": axis})
         return config
 
 

@@ -15,18 +15,22 @@ class L2Normalize(ShapePreservingLayer):
     with a gradient of exactly 0.
 
     Args:
-        axis: int, the axis to normalise along. Defaults to -1.
+        axis: int, or a tuple/list of ints (as `UnitNormalization`): the
+            axis or axes holding each vector, normalised together.
+            Defaults to -1. With several axes, a lower-rank mask covers
+            `axis` when it covers the first of them.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
             `autocast` is always `False` (see Numerical stability).
 
     Call arguments:
         inputs: a float tensor of any rank >= 1.
-        mask: optional boolean mask, from a previous layer or passed
-            explicitly. A mask of the input's own shape excludes the masked
-            entries from the norm (their output is 0; NaN under the mask
-            included) and is consumed (`compute_mask` returns `None`). A
-            mask of lower rank covers the leading dimensions: a time-step
-            mask with `axis` the feature axis leaves the math unchanged and
+        mask: optional boolean mask (a numeric one keeps its entries
+            above 0), from a previous layer or passed explicitly. A mask
+            of the input's own shape excludes the masked entries from
+            the norm (their output is 0; NaN under the mask included)
+            and is consumed (`compute_mask` returns `None`). A mask of
+            lower rank covers the leading dimensions: a time-step mask
+            with `axis` the feature axis leaves the math unchanged and
             is passed on; a mask covering `axis` (normalising over time)
             zeroes the masked steps, leaves them out of the norm, and is
             passed on. Any other mask shape raises a `ValueError`.

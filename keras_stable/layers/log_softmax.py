@@ -14,13 +14,16 @@ class LogSoftmax(ShapePreservingLayer):
     value; masked entries give `-inf`.
 
     Args:
-        axis: int, the axis to normalise over. Defaults to -1.
+        axis: int, or a tuple/list of ints normalised over together (as
+            `keras.layers.Softmax`). Defaults to -1. With several axes, a
+            lower-rank mask covers `axis` when it covers the first of them.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
             `autocast` is always `False` (see Numerical stability).
 
     Call arguments:
         inputs: the logits, a float tensor of any rank >= 1.
-        mask: optional boolean mask, from a previous layer (`Masking`,
+        mask: optional boolean mask (a numeric one keeps its entries
+            above 0), from a previous layer (`Masking`,
             `Embedding(mask_zero=True)`) or passed explicitly. A mask of the
             input's own shape (dimensions of 1 broadcast) masks entries
             along `axis` (they give `-inf`) and is consumed: `compute_mask`
@@ -81,6 +84,4 @@ class LogSoftmax(ShapePreservingLayer):
 
     def call(self, inputs, mask=None):
         x, axis, entry_mask = self._prepare(inputs, mask)
-        return self._finish(
-            stable_ops.log_softmax(x, axis=axis, mask=entry_mask)
-        )
+        return self._finish(stable_ops.log_softmax(x, axis=axis, mask=entry_mask))

@@ -15,22 +15,26 @@ class SafeNorm(AxisLayer):
     and exactly 0 at the zero vector.
 
     Args:
-        axis: int, the axis to reduce. Defaults to -1.
-        keepdims: bool, keep the reduced axis with size 1. Defaults to
+        axis: int, or a tuple/list of ints reduced together (the
+            Euclidean norm of all their entries). Defaults to -1. With
+            several axes, a lower-rank mask covers `axis` when it covers
+            the first of them.
+        keepdims: bool, keep the reduced axes with size 1. Defaults to
             `False`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
             `autocast` is always `False` (see Numerical stability).
 
     Call arguments:
         inputs: a float tensor of any rank >= 1.
-        mask: optional boolean mask, from a previous layer or passed
-            explicitly. A mask that covers `axis` (the input's own shape, or
-            a `(batch, time)` mask with `axis=1`) excludes the masked
-            entries from the norm (as if they were 0; NaN under the mask
-            included) and is consumed, since the masked axis is reduced. A
-            mask of lower rank that stops before `axis` (a time-step mask
-            with `axis` the last, feature axis) leaves the math unchanged
-            and is passed on: the output keeps the masked leading
+        mask: optional boolean mask (a numeric one keeps its entries
+            above 0), from a previous layer or passed explicitly. A mask
+            that covers `axis` (the input's own shape, or a `(batch,
+            time)` mask with `axis=1`) excludes the masked entries from
+            the norm (as if they were 0; NaN under the mask included)
+            and is consumed, since the masked axis is reduced. A mask of
+            lower rank that stops before `axis` (a time-step mask with
+            `axis` the last, feature axis) leaves the math unchanged and
+            is passed on: the output keeps the masked leading
             dimensions, so sequence losses still skip padded steps. Any
             other mask shape raises a `ValueError`.
 
@@ -76,8 +80,7 @@ class SafeNorm(AxisLayer):
         super().__init__(axis=axis, **kwargs)
         if not isinstance(keepdims, bool):
             raise ValueError(
-                f"`keepdims` must be a bool, got {keepdims!r} of type "
-                f"{type(keepdims).__name__}."
+                f"`keepdims` must be a bool, got {keepdims!r} of type {type(keepdims).__name__}."
             )
         self.keepdims = keepdims
 
@@ -88,9 +91,7 @@ class SafeNorm(AxisLayer):
             # branch, so a NaN under the mask reaches neither the value nor
             # the gradient.
             x = ops.where(entry_mask, x, ops.zeros_like(x))
-        return self._finish(
-            stable_ops.safe_norm(x, axis=axis, keepdims=self.keepdims)
-        )
+        return self._finish(stable_ops.safe_norm(x, axis=axis, keepdims=self.keepdims))
 
     def output_mask(self, input_shape, mask):
         # The mask covers the reduced axis: nothing of it is left to describe.
@@ -101,12 +102,10 @@ class SafeNorm(AxisLayer):
 
     def compute_output_shape(self, input_shape):
         axis = self._canonical_axis(input_shape)
-        shape = list(input_shape)
+        axes = (axis,) if isinstance(axis, int) else axis
         if self.keepdims:
-            shape[axis] = 1
-        else:
-            del shape[axis]
-        return tuple(shape)
+            return tuple(1 if i in axes else d for i, d in enumerate(input_shape))
+        return tuple(d for i, d in enumerate(input_shape) if i not in axes)
 
     def get_config(self):
         config = super().get_config()

@@ -1,4 +1,7 @@
-"""Square roots, Euclidean norms and normalisation with clean gradients."""
+"""Square roots, vector norms and normalisation with clean gradients."""
+
+import math
+import numbers
 
 from keras import ops
 
@@ -77,13 +80,207 @@ def _norm(x, axes, keepdims):
     return norm
 
 
-def safe_norm(x, axis=None, keepdims=False):
-    """Euclidean norm `sqrt(sum(x**2, axis))`, exact, with a finite gradient.
+_INF = float("inf")
+_NAN = float("nan")
+
+_SUPPORTED_ORDS = (
+    "None (Euclidean, over any axes); 'fro' (Euclidean, over exactly 2 "
+    "axes); over 1 axis (a vector norm): 2, 1, inf, -inf, 0 or any other "
+    "real p != 0"
+)
+
+
+def _norm_kind(ord, num_axes, name="ord"):
+    """Which norm `ord` asks for over `num_axes` axes, or a `ValueError`.
+
+    Returns `"euclidean"`, `"count"` (ord 0), `"one"`, `"max"` (inf),
+    `"min"` (-inf), or the float `p` of a general vector norm. As in
+    `keras.ops.norm`, one axis (or a 0-d input) is a vector norm and two
+    axes a matrix norm; only the Frobenius matrix norm is supported.
+    """
+    if ord is None:
+        return "euclidean"
+    if isinstance(ord, str):
+        if ord == "fro" and num_axes == 2:
+            return "euclidean"
+        if ord in ("fro", "nuc") and num_axes != 2:
+            raise ValueError(
+                f"`{name}`={ord!r} is a matrix norm: it needs exactly 2 "
+                f"axes, got {num_axes}. Supported values of `{name}`: "
+                f"{_SUPPORTED_ORDS}."
+            )
+        if ord != "nuc":
+            raise ValueError(
+                f"Invalid `{name}`={ord!r}. Supported values of `{name}`: "
+                f"{_SUPPORTED_ORDS}."
+            )
+    elif (
+        isinstance(ord, bool)
+        or not isinstance(ord, numbers.Real)
+        or math.isnan(float(ord))
+    ):
+        raise ValueError(
+            f"Invalid `{name}`={ord!r} of type {type(ord).__name__}. "
+            f"Supported values of `{name}`: {_SUPPORTED_ORDS}."
+        )
+    if num_axes == 2:
+        raise ValueError(
+            f"`{name}`={ord!r} over 2 axes is a matrix norm, which is not "
+            f"supported (only the Frobenius norm is: `{name}`=None or "
+            f"'fro'). Supported values of `{name}`: {_SUPPORTED_ORDS}."
+        )
+    if num_axes > 2:
+        raise ValueError(
+            f"`{name}`={ord!r} needs 1 axis (a vector norm), got {num_axes} "
+            f"axes; only `{name}`=None reduces over any number of axes. "
+            f"Supported values of `{name}`: {_SUPPORTED_ORDS}."
+        )
+    p = float(ord)
+    return {2.0: "euclidean", 1.0: "one", 0.0: "count", _INF: "max"}.get(
+        p, "min" if p == -_INF else p
+    )
+
+
+def _abs(x):
+    """`|x|` with a gradient of exactly 0 at `x == 0` (JAX's `abs` has 1)."""
+    nonzero = ops.not_equal(x, 0)  # NaN is nonzero: it stays NaN
+    return ops.where(nonzero, ops.abs(x), ops.zeros_like(x))
+
+
+def _pow(t, p):
+    """`t**p` for a Python float `p`, exact in float64 too.
+
+    A Python float exponent would be converted to float32 by some backends
+    (torch), rounding 1/3 before a float64 power.
+    """
+    return ops.power(t, ops.convert_to_tensor(p, dtype=dtype_of(t)))
+
+
+def _select_pow(ok, t, p):
+    """`t**p` where `ok`, 0 elsewhere; `t` reaches `pow` only where `ok`."""
+    safe = ops.where(ok, t, ops.ones_like(t))
+    return ops.where(ok, _pow(safe, p), ops.zeros_like(t))
+
+
+def _p_norm(abs_x, axes, p):
+    """`sum(|x|**p)**(1/p)` over `axes` (keepdims) for a real `p != 0`.
+
+    The entries are scaled before the power, by the largest magnitude for
+    `p > 0` (so `t = |x|/m` is in [0, 1] and the sum in [1, n]) and by the
+    smallest for `p < 0` (`t >= 1`, the sum again in [1, n]): neither the
+    powers nor the root can overflow or underflow to 0 when the norm itself
+    is representable, and `||x|| = m * ||x / m||` lets the scale be held
+    constant (no gradient). Every `pow` sees only positive finite
+    arguments (double-where), so nothing is `0**negative` or `0/0`.
+    """
+    if p > 0:
+        # NaN is skipped by the max (the caller puts it back).
+        m = ops.max(
+            ops.where(ops.isnan(abs_x), ops.zeros_like(abs_x), abs_x),
+            axis=axes,
+            keepdims=True,
+        )
+    else:
+        m = ops.min(
+            ops.where(ops.isnan(abs_x), ops.full_like(abs_x, _INF), abs_x),
+            axis=axes,
+            keepdims=True,
+        )
+    m = ops.stop_gradient(m)
+    usable = ops.logical_and(ops.greater(m, 0), ops.isfinite(m))
+    scale = ops.where(usable, m, ops.ones_like(m))
+    t = abs_x / scale
+    if p > 0:
+        # Zeros contribute 0 (and get a zero gradient, also for p < 1,
+        # where the derivative at 0 is infinite); an unusable vector (all
+        # zero, or with an infinite entry) takes no part at all.
+        ok = ops.logical_and(usable, ops.greater(t, 0))
+    else:
+        # |inf|**p = 0 for p < 0; a zero entry makes the vector unusable.
+        ok = ops.logical_and(usable, ops.isfinite(t))
+    total = ops.sum(_select_pow(ok, t, p), axis=axes, keepdims=True)
+    root = _pow(ops.where(usable, total, ops.ones_like(total)), 1.0 / p)
+    # Unusable: m == 0 is the zero vector (p > 0) or a vector with a zero
+    # entry (p < 0, |0|**p = inf): the norm is 0. m == inf is an infinite
+    # entry (p > 0) or all entries infinite (p < 0): the norm is inf.
+    fallback = ops.where(
+        ops.equal(m, _INF), ops.full_like(m, _INF), ops.zeros_like(m)
+    )
+    return ops.where(usable, scale * root, fallback)
+
+
+def _vector_norm(x, axes, kind, keepdims):
+    """The non-Euclidean vector norms of a float tensor over `axes`."""
+    if kind == "count":
+        # Counts entries != 0 (NaN included, as NumPy); no gradient.
+        norm = ops.sum(
+            ops.cast(ops.not_equal(x, 0), x.dtype), axis=axes, keepdims=True
+        )
+    else:
+        abs_x = _abs(x)
+        if kind == "one":
+            # NaN flows through the sum; nothing here can overflow unless
+            # the norm does.
+            norm = ops.sum(abs_x, axis=axes, keepdims=True)
+        else:
+            if kind == "max":
+                norm = ops.max(abs_x, axis=axes, keepdims=True)
+            elif kind == "min":
+                norm = ops.min(abs_x, axis=axes, keepdims=True)
+            else:
+                norm = _p_norm(abs_x, axes, kind)
+            # NaN gives NaN (backends' max/min differ on NaN; _p_norm
+            # skips it).
+            has_nan = ops.any(ops.isnan(x), axis=axes, keepdims=True)
+            norm = ops.where(has_nan, ops.full_like(norm, _NAN), norm)
+    if not keepdims:
+        norm = ops.squeeze(norm, axis=axes)
+    return norm
+
+
+def _any_norm(x, axes, kind, keepdims):
+    """`kind`'s norm of a float tensor over the (canonical) `axes`."""
+    if not axes:
+        # A 0-d input, or axis=(): each entry is a vector of its own. A
+        # size-1 axis stands for it (an empty tuple would mean "every axis"
+        # to torch's reductions).
+        x = ops.expand_dims(x, -1)
+        axes = (len(static_shape(x)) - 1,)
+        keepdims = False
+    if kind == "euclidean":
+        return _norm(x, axes, keepdims)
+    return _vector_norm(x, axes, kind, keepdims)
+
+
+def safe_norm(x, axis=None, keepdims=False, ord=None):
+    """The norm of `x` over `axis`, exact, with a finite gradient everywhere.
+
+    The signature of `keras.ops.norm` (the keyword order differs:
+    `safe_norm(x, axis, keepdims, ord)`), with its vector orders and the
+    Frobenius matrix norm.
 
     Args:
         x: tensor.
-        axis: `None` (all axes), an int, or a tuple of ints.
+        axis: `None` (all axes), an int, or a tuple/list of ints.
         keepdims: keep the reduced axes with size 1.
+        ord: the order of the norm, as in `keras.ops.norm`:
+
+            - `None`: Euclidean `sqrt(sum(x**2))`, over any axes (for two
+              axes this is the Frobenius norm, as in `keras.ops.norm`).
+            - `"fro"`: Frobenius, i.e. Euclidean, over exactly 2 axes.
+            - Over 1 axis (an int `axis`, or `axis=None` on a 1-D input),
+              a vector norm: `2` (Euclidean), `1` (`sum(|x|)`), `inf`
+              (`max(|x|)`), `-inf` (`min(|x|)`), `0` (the number of nonzero
+              entries), or any other real `p`: `sum(|x|**p)**(1/p)`
+              (negative `p` included; a vector with a zero entry then has
+              norm 0, as in NumPy).
+
+            `inf` is the float `float("inf")`/`np.inf`, not a string. The
+            other matrix norms of `keras.ops.norm` (`"nuc"`, and 1, -1, 2,
+            -2, inf, -inf over 2 axes, including `axis=None` on a 2-D
+            input) are not supported, nor is an `ord` other than `None`
+            over 3 or more axes (`keras.ops.norm` rejects that too): they
+            raise a `ValueError` naming `ord`.
 
     Returns:
         The norm, in the (float) dtype of `x`.
@@ -101,6 +298,21 @@ def safe_norm(x, axis=None, keepdims=False):
         `[300, 300, 300, 300]` gives 600, not `inf`. An infinite entry gives
         `inf`; NaN gives NaN.
 
+        The other orders follow the same rules: exact values, a finite
+        gradient everywhere and exactly 0 where the derivative does not
+        exist (the zero vector; a zero entry for `ord=1`, `inf`, `-inf`
+        and `p < 1`, where `|x|**p` has an infinite slope at 0; any
+        vector with a zero entry for `p < 0`). A general `p` is computed as
+        `m * sum((|x|/m)**p)**(1/p)` with `m` the largest (`p > 0`) or
+        smallest (`p < 0`) magnitude, so neither the powers nor the root
+        overflow, and no `pow` ever sees 0 or `inf`. `ord=0` counts the
+        nonzero entries (NaN counts, as in NumPy) and has a zero gradient.
+        For the other orders an infinite entry gives `inf` (for `p < 0`
+        it drops out, as `|inf|**p = 0`) and NaN gives NaN. For
+        `0 < p < 1` the derivative `(||x|| / |x_i|)**(1 - p)` grows without
+        bound as an entry nears 0: an entry some 30 orders of magnitude
+        below the largest (float32) can get a gradient that overflows.
+
     Example:
 
     >>> import numpy as np
@@ -111,20 +323,73 @@ def safe_norm(x, axis=None, keepdims=False):
     0.0
     >>> float(ops.safe_norm(np.full(4, 300.0, "float16")))
     600.0
+    >>> x = np.array([3.0, -4.0, 0.0], "float32")
+    >>> [float(ops.safe_norm(x, ord=o)) for o in (1, np.inf, -np.inf, 0)]
+    [7.0, 4.0, 0.0, 2.0]
+    >>> round(float(ops.safe_norm(x, ord=3)), 5)
+    4.49794
+    >>> float(ops.safe_norm(np.ones((2, 2), "float32"), axis=(0, 1), ord="fro"))
+    2.0
     """
     x, out_dtype = to_compute(x)
     axes = check_axis(axis, len(static_shape(x)), multiple=True)
-    if not axes:  # rank-0 input
+    kind = _norm_kind(ord, len(axes))
+    if not axes and kind == "euclidean":  # rank-0 input (or axis=())
         return ops.cast(ops.abs(x), out_dtype)
-    return ops.cast(_norm(x, axes, keepdims), out_dtype)
+    return ops.cast(_any_norm(x, axes, kind, keepdims), out_dtype)
 
 
-def l2_normalize(x, axis=-1):
+def _check_order(order):
+    """`order` of `l2_normalize`: an int >= 1, as `keras.ops.normalize`."""
+    if (
+        isinstance(order, bool)
+        or not isinstance(order, numbers.Integral)
+        or order < 1
+    ):
+        raise ValueError(
+            f"`order` must be an int >= 1 (as in `keras.ops.normalize`), "
+            f"got {order!r} of type {type(order).__name__}."
+        )
+    return int(order)
+
+
+def _check_epsilon(epsilon):
+    if epsilon is None:
+        return None
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, numbers.Real)
+        or not float(epsilon) >= 0
+    ):
+        raise ValueError(
+            f"`epsilon` must be None or a float >= 0, got {epsilon!r}."
+        )
+    return float(epsilon)
+
+
+def l2_normalize(x, axis=-1, order=2, epsilon=None):
     """`x / ||x||` along `axis`; the zero vector maps to the zero vector.
+
+    The signature of `keras.ops.normalize`.
 
     Args:
         x: tensor.
-        axis: int, the axis to normalise along.
+        axis: int (default -1), a tuple/list of ints, or `None` (all axes):
+            the axes holding each vector.
+        order: int >= 1, the order of the norm (as `keras.ops.normalize`):
+            2 (the default) is Euclidean over any axes; any other order
+            divides by `safe_norm(x, axis, ord=order)`, a vector norm, so
+            it needs a single axis.
+        epsilon: `None` (the default) or a float >= 0. `None` divides by
+            the norm itself, with no epsilon: every nonzero vector gets
+            norm 1. A number gives `keras.ops.normalize`'s value
+            `x / max(||x||, epsilon)` exactly (so vectors with a norm below
+            `epsilon` are shrunk, not scaled up to norm 1), with the zero
+            vector still mapping to zeros with a finite gradient (`1 /
+            epsilon`, the true derivative of `x / epsilon` there; 0 when
+            `epsilon=0`). Note `keras.ops.normalize` defaults to
+            `epsilon=keras.config.epsilon()` (1e-7); pass that to get its
+            value for tiny vectors too.
 
     Returns:
         A tensor of the shape and (float) dtype of `x`.
@@ -136,8 +401,8 @@ def l2_normalize(x, axis=-1):
         gradient of `1/eps` (1e12) at zero. The division goes through the
         double-where pattern: a zero vector gives zeros with a gradient of
         exactly 0 (the derivative does not exist there). An infinite entry
-        gives NaN at that entry, 0 elsewhere, and a zero gradient; NaN gives
-        NaN.
+        gives NaN at that entry, 0 elsewhere, and a zero gradient (with
+        `order=2`); NaN gives NaN.
 
     Example:
 
@@ -146,10 +411,25 @@ def l2_normalize(x, axis=-1):
     >>> np.asarray(ops.l2_normalize(np.array([[3.0, 4.0], [0.0, 0.0]], "float32")))
     array([[0.6, 0.8],
            [0. , 0. ]], dtype=float32)
+    >>> np.asarray(ops.l2_normalize(np.array([[3.0, -1.0], [0.0, 0.0]], "float32"), order=1))
+    array([[ 0.75, -0.25],
+           [ 0.  ,  0.  ]], dtype=float32)
+    >>> np.asarray(ops.l2_normalize(np.array([3e-6, 4e-6], "float32"), epsilon=1e-5))
+    array([0.3, 0.4], dtype=float32)
     """
     x, out_dtype = to_compute(x)
-    axis = check_axis(axis, len(static_shape(x)))
-    norm = _norm(x, (axis,), keepdims=True)
+    axes = check_axis(axis, len(static_shape(x)), multiple=True)
+    order = _check_order(order)
+    epsilon = _check_epsilon(epsilon)
+    # order=2 is Euclidean over any axes (keras.ops.normalize sums the
+    # squares over all of them); other orders are vector norms.
+    kind = "euclidean" if order == 2 else _norm_kind(order, len(axes), "order")
+    norm = _any_norm(x, axes, kind, keepdims=True)
+    if epsilon is not None:
+        # max(norm, epsilon) as a select (keras.ops.maximum computes
+        # float64 in float32 on some backends); a NaN norm stays NaN.
+        eps = ops.full_like(norm, epsilon)
+        norm = ops.where(ops.less(norm, eps), eps, norm)
     nonzero = ops.not_equal(norm, 0)
     safe = ops.where(nonzero, norm, ops.ones_like(norm))
     out = ops.where(nonzero, x / safe, ops.zeros_like(x))

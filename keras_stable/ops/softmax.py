@@ -13,10 +13,12 @@ _NEG_INF = float("-inf")
 def shifted_logits(x, axis, mask):
     """The shared core of the softmax family.
 
-    Returns `(valid, z, total)` for a float tensor `x`: `valid` marks the
-    entries that take part (unmasked, not `-inf`), `z = x - max` on valid
-    entries and `-inf` elsewhere, and `total = sum(exp(z))` (keepdims),
-    which is 0 exactly for a row with nothing left.
+    Returns `(valid, z, total, row_max)` for a float tensor `x`: `valid`
+    marks the entries that take part (unmasked, not `-inf`), `z = x - max`
+    on valid entries and `-inf` elsewhere, `total = sum(exp(z))` (keepdims),
+    which is 0 exactly for a row with nothing left, and the (finite,
+    gradient-free) shift `row_max`. `axis` is a non-negative int or a tuple
+    of them (all reduced together); it must not be empty.
 
     Only `where` (linear in its selected branch) touches masked entries, so a
     NaN or huge value under the mask never reaches `exp` or `log` and cannot
@@ -52,10 +54,24 @@ def shifted_logits(x, axis, mask):
 
 
 def _prepare(x, axis, mask):
+    """Returns `(x, out_dtype, axis, mask, added)`.
+
+    `axis` comes back as an int (one axis, as before) or a sorted tuple of
+    ints. Reducing over no axis at all (a 0-d input, or `axis=()`) puts
+    each entry in a group of its own: a size-1 axis is appended to stand
+    for it (`added=True`; the caller drops it again), because an empty
+    tuple means "every axis" to some backends' reductions (torch).
+    """
     x, out_dtype = to_compute(x)
-    axis = check_axis(axis, len(static_shape(x)))
+    axes = check_axis(axis, len(static_shape(x)), multiple=True)
     mask = prepare_mask(mask, x)
-    return x, out_dtype, axis, mask
+    added = not axes
+    if added:
+        x = ops.expand_dims(x, -1)
+        if mask is not None:
+            mask = ops.expand_dims(mask, -1)
+        axes = (len(static_shape(x)) - 1,)
+    return x, out_dtype, axes[0] if len(axes) == 1 else axes, mask, added
 
 
 def _safe_log(total):
@@ -69,13 +85,16 @@ def _safe_log(total):
     return nonempty, log_total
 
 
-def logsumexp(x, axis=-1, keepdims=False, mask=None):
+def logsumexp(x, axis=None, keepdims=False, mask=None):
     """`log(sum(exp(x), axis))` over the unmasked entries, without overflow.
+
+    The signature of `keras.ops.logsumexp`, plus `mask`.
 
     Args:
         x: tensor of logits.
-        axis: int, the axis to reduce.
-        keepdims: keep the reduced axis with size 1.
+        axis: `None` (the default: all axes, as `keras.ops.logsumexp`), an
+            int, or a tuple/list of ints reduced together.
+        keepdims: keep the reduced axes with size 1.
         mask: optional boolean tensor broadcastable to `x`; `False` entries are
             ignored (as if they were `-inf`).
 
@@ -97,10 +116,14 @@ def logsumexp(x, axis=-1, keepdims=False, mask=None):
     >>> import numpy as np
     >>> from keras_stable import ops
     >>> x = np.array([[1000.0, 1000.0], [-np.inf, -np.inf]], "float32")
-    >>> np.asarray(ops.logsumexp(x))
+    >>> np.asarray(ops.logsumexp(x, axis=-1))
     array([1000.6932,      -inf], dtype=float32)
+    >>> float(ops.logsumexp(x))  # axis=None: over all entries
+    1000.693
+    >>> np.asarray(ops.logsumexp(np.zeros((2, 3, 4), "float32"), axis=(0, 2)))
+    array([2.0794415, 2.0794415, 2.0794415], dtype=float32)
     """
-    x, out_dtype, axis, mask = _prepare(x, axis, mask)
+    x, out_dtype, axis, mask, added = _prepare(x, axis, mask)
     valid, _, total, row_max = shifted_logits(x, axis, mask)
     nonempty, log_total = _safe_log(total)
     out = ops.where(
@@ -116,7 +139,7 @@ def logsumexp(x, axis=-1, keepdims=False, mask=None):
         ops.full_like(out, float("inf")),
         out,
     )
-    if not keepdims:
+    if added or not keepdims:
         out = ops.squeeze(out, axis=axis)
     return ops.cast(out, out_dtype)
 
@@ -124,9 +147,12 @@ def logsumexp(x, axis=-1, keepdims=False, mask=None):
 def softmax(x, axis=-1, mask=None):
     """`exp(x) / sum(exp(x), axis)` over the unmasked entries.
 
+    The signature of `keras.ops.softmax`, plus `mask`.
+
     Args:
         x: tensor of logits.
-        axis: int, the axis to normalise over.
+        axis: int (default -1), a tuple/list of ints normalised over
+            together (as `keras.ops.softmax`), or `None` (all axes).
         mask: optional boolean tensor broadcastable to `x`; `False` entries
             get probability 0.
 
@@ -140,7 +166,8 @@ def softmax(x, axis=-1, mask=None):
         axis). Masked and `-inf` entries get 0 and a zero gradient, NaN under
         the mask included. A row with nothing left (all masked or all `-inf`)
         gives all zeros and a zero gradient, where `keras.ops.softmax` gives
-        NaN.
+        NaN. Unlike `keras.ops.softmax`, a softmax over a size-1 axis does
+        not warn.
 
     Example:
 
@@ -150,8 +177,12 @@ def softmax(x, axis=-1, mask=None):
     >>> np.round(np.asarray(ops.softmax(x)), 6)
     array([[0.731059, 0.268941, 0.      ],
            [0.      , 0.      , 0.      ]], dtype=float32)
+    >>> p = np.array([[1.0, 2.0], [3.0, 4.0]], "float32") / 10
+    >>> np.round(np.asarray(ops.softmax(np.log(p), axis=(0, 1))), 6)
+    array([[0.1, 0.2],
+           [0.3, 0.4]], dtype=float32)
     """
-    x, out_dtype, axis, mask = _prepare(x, axis, mask)
+    x, out_dtype, axis, mask, added = _prepare(x, axis, mask)
     valid, z, total, _ = shifted_logits(x, axis, mask)
     nonempty, _ = _safe_log(total)
     safe_total = ops.where(nonempty, total, ops.ones_like(total))
@@ -160,15 +191,20 @@ def softmax(x, axis=-1, mask=None):
         ops.exp(z) / safe_total,
         ops.zeros_like(z),
     )
+    if added:
+        probs = ops.squeeze(probs, axis=-1)
     return ops.cast(probs, out_dtype)
 
 
 def log_softmax(x, axis=-1, mask=None):
     """`x - logsumexp(x, axis)` over the unmasked entries.
 
+    The signature of `keras.ops.log_softmax`, plus `mask`.
+
     Args:
         x: tensor of logits.
-        axis: int, the axis to normalise over.
+        axis: int (default -1), a tuple/list of ints normalised over
+            together (as `keras.ops.log_softmax`), or `None` (all axes).
         mask: optional boolean tensor broadcastable to `x`.
 
     Returns:
@@ -191,9 +227,14 @@ def log_softmax(x, axis=-1, mask=None):
     >>> x = np.array([0.0, 0.0, -np.inf], "float32")
     >>> np.asarray(ops.log_softmax(x))
     array([-0.6931472, -0.6931472,       -inf], dtype=float32)
+    >>> np.asarray(ops.log_softmax(np.zeros((2, 2), "float32"), axis=None))
+    array([[-1.3862944, -1.3862944],
+           [-1.3862944, -1.3862944]], dtype=float32)
     """
-    x, out_dtype, axis, mask = _prepare(x, axis, mask)
+    x, out_dtype, axis, mask, added = _prepare(x, axis, mask)
     valid, z, total, _ = shifted_logits(x, axis, mask)
     _, log_total = _safe_log(total)
     out = ops.where(valid, z - log_total, ops.full_like(z, _NEG_INF))
+    if added:
+        out = ops.squeeze(out, axis=-1)
     return ops.cast(out, out_dtype)

@@ -39,7 +39,9 @@ def test_fully_masked_row_gives_zeros_and_zero_gradient():
     layer = StableSoftmax()
     x = np.array([[1.0, 2.0, 3.0], [-np.inf] * 3], "float32")
     mask = np.array([[False] * 3, [True] * 3])
-    value, (grad,) = bu.vjp_all_modes(lambda t, m: layer(t, mask=m), [x, mask], cotangent=np.arange(6.0).reshape(2, 3))
+    value, (grad,) = bu.vjp_all_modes(
+        lambda t, m: layer(t, mask=m), [x, mask], cotangent=np.arange(6.0).reshape(2, 3)
+    )
     np.testing.assert_array_equal(value, 0.0)
     np.testing.assert_array_equal(grad, 0.0)
 
