@@ -95,6 +95,7 @@ def main():
     same = np.array_equal(keras.ops.convert_to_numpy(loaded(x[:4])), keras.ops.convert_to_numpy(predict(x[:4])))
     print(f"reloaded from {os.path.basename(path)}: identical logits = {same}")
     assert same
+    print("ok")
 
 
 if __name__ == "__main__":
