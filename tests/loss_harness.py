@@ -38,6 +38,14 @@ class Spec:
     sample_weight: Callable = None  # rng, n -> sample weights, or None
     # Metrics only: the loss a model carrying the metric trains with.
     train_loss: Callable = None
+    # masking -> a model on (n, 4) inputs (Masking first when asked);
+    # None: a Dense head with `outputs` units.
+    model: Callable = None
+    # A loss whose value is one number per batch (its samples are compared
+    # with each other): its edge cases are run one by one, not stacked.
+    batch_level: bool = False
+    # The axis of y_pred that indexes the samples ((2, batch, dim) views: 1).
+    pred_batch_axis: int = 0
 
     def make(self, **overrides):
         return self.cls(**{**self.kwargs, **overrides})
@@ -125,6 +133,8 @@ PROB_EDGES = [
     (_f32([[1.0, 0.0, 0.0]]), _f32([[0.7, 0.0, 0.3]])),  # p = 0, label 0
     (_f32([[0.0, 1.0, 0.0]]), _f32([[0.0, 1.0, 0.0]])),  # p = 1 on the label
     (_f32([[0.2, 0.0, 0.8]]), _f32([[0.5, 0.0, 0.5]])),
+    (_f32([[1.0, 0.0, 0.0]]), _f32([[0.0, 0.5, 0.5]])),  # p = 0 on the label: saturated
+    (_f32([[1.0, 0.0, 0.0]]), _f32([[8e-40, 1.0, 0.0]])),  # a denormal (0 under XLA)
 ]
 
 SPARSE_EDGES = [
@@ -144,7 +154,18 @@ SIGMOID_EDGES = [
 BINARY_PROB_EDGES = [
     (_f32([[0.0, 1.0]]), _f32([[0.0, 1.0]])),  # p = 0 and 1 on the labels
     (_f32([[1.0, 0.0]]), _f32([[0.5, 1e-30]])),
+    (_f32([[1.0, 0.0]]), _f32([[0.0, 1.0]])),  # p = 0 on label 1, 1 on label 0: saturated
 ]
+
+# Saturated easy and hard examples for the focal factor (gamma < 1).
+SIGMOID_FOCAL_EDGES = SIGMOID_EDGES + [
+    (_f32([[1.0, 1.0]]), _f32([[40.0, 100.0]])),
+    (_f32([[1.0, 0.0]]), _f32([[-30.0, -1e4]])),
+]
+
+
+def soft_y(rng, n, classes=3):
+    return rng.dirichlet(np.ones(classes), n).astype("float32")
 
 # Missing labels: all-missing rows, huge predictions under missing labels.
 REGRESSION_EDGES = TASK_EDGES + [
@@ -171,6 +192,93 @@ GAUSSIAN_EDGES = [
 ]
 
 
+def class_labels(rng, n, classes=3):
+    return rng.integers(0, classes, n).astype("int32")
+
+
+def pair_labels(rng, n):
+    return rng.integers(0, 2, n).astype("int32")
+
+
+def pair_distances_model(masking):
+    """A distance head (>= 0) for ContrastiveLoss."""
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Masking(0.0)(inputs) if masking else inputs
+    return keras.Model(inputs, keras.layers.Dense(1, activation="softplus")(hidden))
+
+
+@keras.saving.register_keras_serializable(package="keras_stable_tests")
+class StackViews(keras.layers.Layer):
+    """Stacks two `(batch, dim)` views as `(2, batch, dim)` (InfoNCE's
+    `y_pred`), passing the first view's `(batch,)` mask on."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs):
+        return keras.ops.stack(inputs, axis=0)
+
+    def compute_mask(self, inputs, mask=None):
+        return None if mask is None else mask[0]
+
+    def compute_output_shape(self, input_shape):
+        return (2,) + tuple(input_shape[0])
+
+
+def two_views_model(masking, dim=4):
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Masking(0.0)(inputs) if masking else inputs
+    views = [keras.layers.Dense(dim, name=f"view_{i}")(hidden) for i in (1, 2)]
+    return keras.Model(inputs, StackViews()(views))
+
+
+def zeros_y(rng, n):
+    return np.zeros((n,), "float32")  # InfoNCE reads no labels
+
+
+def regression_y(rng, n, outputs=3):
+    return rng.normal(size=(n, outputs)).astype("float32")
+
+
+# Coincident, all-zero, collapsed and huge embeddings; batches without a
+# positive pair or without a negative.
+TRIPLET_EDGES = [
+    (np.array([0, 0, 1, 1], "int32"), _f32(np.zeros((4, 3)))),
+    (np.array([0, 1, 0, 1], "int32"), _f32([[1.0, 2.0, 3.0]] * 3 + [[1.0, 2.0, 4.0]])),
+    (np.array([0, 1, 2], "int32"), _f32([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])),
+    (np.array([5, 5, 5], "int32"), _f32([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])),
+    (np.array([0, 0, 1, 2], "int32"), _f32([[1e30, 0.0, 0.0], [1e30, 0.0, 0.0], [-1e30, 1e30, 0.0], [1e-30, 0.0, 0.0]])),
+]
+
+CONTRASTIVE_EDGES = [
+    (np.array([1, 0, 1, 0], "int32"), _f32([0.0, 0.0, 1e10, 1e10])),
+    (np.array([[1], [0]], "int32"), _f32([[1.0], [1.0]])),  # d = margin
+]
+
+COSINE_EDGES = [
+    (_f32([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]), _f32([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])),  # zero vectors
+    (_f32([[0.0, 0.0, 0.0]]), _f32([[0.0, 0.0, 0.0]])),
+    (_f32([[1e30, 1e30, 0.0], [300.0, 300.0, 300.0]]), _f32([[-1e30, 1e-30, 0.0], [300.0, 300.0, 300.0]])),
+]
+
+INFO_NCE_EDGES = [
+    (np.zeros(3, "float32"), _f32(np.zeros((2, 3, 4)))),  # zero embeddings
+    (np.zeros(3, "float32"), _f32(np.ones((2, 3, 4)))),  # identical views
+    (np.zeros(1, "float32"), _f32([[[1.0, 2.0, 3.0, 4.0]], [[0.0, 0.0, 0.0, 0.0]]])),  # one pair
+    (np.zeros(2, "float32"), _f32([[[1e30, 0.0, 0.0, 0.0], [0.0, 1e-30, 0.0, 0.0]], [[1e30, 0.0, 0.0, 0.0], [0.0, -1e-30, 0.0, 0.0]]])),
+]
+
+# Constant targets and/or predictions (Keras: NaN), a single sample.
+CORRELATION_EDGES = [
+    (_f32([[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]), _f32([[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]])),
+    (_f32([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]), _f32([[0.5, 0.5, 0.5], [1.0, 1.0, 1.0]])),
+    (_f32([[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]), _f32([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])),
+    (_f32([[1.0, 2.0, 3.0]]), _f32([[3.0, 1.0, 2.0]])),
+    (_f32([[1e4, 1e4 + 1.0, 1e4 - 1.0], [1e4, 1e4, 1e4]]), _f32([[0.0, 1.0, -1.0], [5.0, 5.0, 5.0]])),
+]
+
+
 def _specs():
     from keras_stable import losses
     from keras_stable import metrics
@@ -190,12 +298,25 @@ def _specs():
         Spec("softmax_ce_probs", losses.StableSoftmaxCrossEntropy, {"from_logits": False}, 3, onehot_y, PROB_EDGES),
         Spec("sparse_ce", losses.StableSparseSoftmaxCrossEntropy, {"ignore_class": -1}, 3, sparse_y, SPARSE_EDGES),
         Spec("sigmoid_ce", losses.StableSigmoidCrossEntropy, {"label_smoothing": 0.2}, 2, binary_y, SIGMOID_EDGES),
+        Spec("sigmoid_focal", losses.StableSigmoidFocalCrossEntropy, {"gamma": 0.5, "alpha": 0.25, "label_smoothing": 0.1}, 2, binary_y, SIGMOID_FOCAL_EDGES),
+        Spec("sigmoid_focal_probs", losses.StableSigmoidFocalCrossEntropy, {"from_logits": False}, 2, binary_y, BINARY_PROB_EDGES),
+        Spec("softmax_focal", losses.StableSoftmaxFocalCrossEntropy, {"gamma": 0.5, "alpha": [0.25, 0.5, 1.0], "label_smoothing": 0.1}, 3, onehot_y, SOFTMAX_EDGES),
+        Spec("softmax_focal_probs", losses.StableSoftmaxFocalCrossEntropy, {"from_logits": False, "alpha": 0.25}, 3, onehot_y, PROB_EDGES),
+        Spec("kl", losses.StableKLDivergence, {}, 3, soft_y, SOFTMAX_EDGES),
+        Spec("kl_probs", losses.StableKLDivergence, {"from_logits": False}, 3, soft_y, PROB_EDGES),
         Spec("poisson_log", losses.StablePoisson, {"full": True}, 3, counts_y, POISSON_LOG_EDGES, example_weights),
         Spec("poisson_rate", losses.StablePoisson, {"log_input": False}, 3, counts_y, POISSON_RATE_EDGES),
         Spec("gaussian_nll", losses.StableGaussianNLL, {"full": True}, 2, gaussian_y, GAUSSIAN_EDGES, example_weights),
         Spec("masked_mse", losses.MaskedMeanSquaredError, {}, 5, tasks_y, REGRESSION_EDGES),
         Spec("masked_mae", losses.MaskedMeanAbsoluteError, {"reduction": "sum"}, 5, tasks_y, REGRESSION_EDGES, example_weights),
         Spec("masked_huber", losses.MaskedHuber, {"delta": 0.5}, 5, tasks_y, REGRESSION_EDGES, example_weights),
+        Spec("cosine", losses.StableCosineSimilarity, {"axis": -1}, 3, regression_y, COSINE_EDGES, example_weights),
+        Spec("contrastive", losses.ContrastiveLoss, {"margin": 0.5}, 1, pair_labels, CONTRASTIVE_EDGES, example_weights, model=pair_distances_model),
+        Spec("triplet_semihard", losses.TripletSemiHardLoss, {"margin": 0.5}, 3, class_labels, TRIPLET_EDGES, example_weights, batch_level=True),
+        Spec("triplet_semihard_angular", losses.TripletSemiHardLoss, {"distance_metric": "angular"}, 3, class_labels, TRIPLET_EDGES, batch_level=True),
+        Spec("triplet_hard", losses.TripletHardLoss, {"margin": 0.5, "distance_metric": "squared-L2"}, 3, class_labels, TRIPLET_EDGES, example_weights, batch_level=True),
+        Spec("triplet_hard_soft", losses.TripletHardLoss, {"soft": True}, 3, class_labels, TRIPLET_EDGES, batch_level=True),
+        Spec("info_nce", losses.InfoNCELoss, {"temperature": 0.05}, 4, zeros_y, INFO_NCE_EDGES, example_weights, model=two_views_model, batch_level=True, pred_batch_axis=1),
     ]
     metric_specs = [
         Spec("m_mmtd_sample", metrics.MaskedMultiTaskDistance, {}, 5, tasks_y, TASK_EDGES, train_loss=losses.MaskedMultiTaskDistance),
@@ -205,6 +326,10 @@ def _specs():
         Spec("m_sparse_ce", metrics.StableSparseCrossEntropy, {"ignore_class": -1}, 3, sparse_y, SPARSE_EDGES, train_loss=lambda: losses.StableSparseSoftmaxCrossEntropy(ignore_class=-1)),
         Spec("m_bce", metrics.StableBinaryCrossEntropy, {"label_smoothing": 0.2}, 2, binary_y, SIGMOID_EDGES, train_loss=losses.StableSigmoidCrossEntropy),
         Spec("m_bce_probs", metrics.StableBinaryCrossEntropy, {"from_logits": False}, 2, binary_y, BINARY_PROB_EDGES, train_loss=lambda: losses.StableSigmoidCrossEntropy(from_logits=False)),
+        Spec("m_pearson_rows", metrics.StablePearsonCorrelation, {"axis": -1}, 3, regression_y, CORRELATION_EDGES, example_weights, train_loss=keras.losses.MeanSquaredError),
+        Spec("m_pearson_columns", metrics.StablePearsonCorrelation, {"axis": 0}, 3, regression_y, CORRELATION_EDGES, example_weights, train_loss=keras.losses.MeanSquaredError),
+        Spec("m_r2", metrics.StableR2Score, {}, 3, regression_y, CORRELATION_EDGES, example_weights, train_loss=keras.losses.MeanSquaredError),
+        Spec("m_r2_weighted_adjusted", metrics.StableR2Score, {"class_aggregation": "variance_weighted_average", "num_regressors": 2}, 3, regression_y, CORRELATION_EDGES, train_loss=keras.losses.MeanSquaredError),
     ]
     return loss_specs, metric_specs
 
@@ -227,12 +352,25 @@ def tiny_model(outputs, activation=None, seed=0):
     return keras.Model(inputs, out)
 
 
+def spec_model(spec, masking=False):
+    """The model whose predictions the spec's class reads."""
+    keras.utils.set_random_seed(0)
+    if spec.model is not None:
+        return spec.model(masking)
+    if not masking:
+        return tiny_model(spec.outputs, _activation(spec))
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Masking(0.0)(inputs)
+    out = keras.layers.Dense(spec.outputs, activation=_activation(spec))(hidden)
+    return keras.Model(inputs, out)
+
+
 def _activation(spec):
     if spec.kwargs.get("log_input") is False:
         return "softplus"  # Poisson rates must be >= 0
     if spec.kwargs.get("from_logits") is not False:
         return None
-    return "sigmoid" if spec.cls.__name__.endswith(("SigmoidCrossEntropy", "BinaryCrossEntropy")) else "softmax"
+    return "sigmoid" if spec.cls.__name__.endswith(("SigmoidCrossEntropy", "BinaryCrossEntropy", "SigmoidFocalCrossEntropy")) else "softmax"
 
 
 def evaluate(obj, y_true, y_pred, sample_weight=None):
@@ -245,7 +383,7 @@ def evaluate(obj, y_true, y_pred, sample_weight=None):
 
 
 def compile_model(spec, jit_compile=False, model=None):
-    model = model or tiny_model(spec.outputs, _activation(spec))
+    model = model or spec_model(spec)
     obj = spec.make()
     if is_metric(obj):
         # Metrics ride on the loss their spec names, so the model can train.
@@ -276,7 +414,7 @@ def check_config_round_trip(spec):
     restored = keras.saving.deserialize_keras_object(serialized)
     assert type(restored) is type(obj)
     x, y, sw = spec.data()
-    y_pred = tiny_model(spec.outputs, _activation(spec))(x)
+    y_pred = spec_model(spec)(x)
     expected = evaluate(obj, y, y_pred, sw)
     for other in (copy, restored):
         np.testing.assert_array_equal(evaluate(other, y, y_pred, sw), expected)
@@ -331,7 +469,7 @@ def check_precision(spec, policy):
     keras.config.set_dtype_policy(policy)
     try:
         x, y, sw = spec.data()
-        model = tiny_model(spec.outputs, _activation(spec))
+        model = spec_model(spec)
         y_pred = model(x)
         assert keras.backend.standardize_dtype(y_pred.dtype) == policy.split("_")[1]
         obj = spec.make()
@@ -365,7 +503,8 @@ def check_edge_grid(spec):
     """Every edge case gives a finite value and (losses) finite gradients,
     eagerly and compiled, with the same numbers."""
     obj = spec.make()
-    cases = spec.edge_cases if is_metric(obj) else _batched_edge_cases(spec)
+    batched = not (is_metric(obj) or spec.batch_level)
+    cases = _batched_edge_cases(spec) if batched else spec.edge_cases
     for y_true, y_pred in cases:
         if is_metric(obj):
             value = evaluate(obj, y_true, y_pred)
@@ -387,13 +526,10 @@ def check_keras_mask(spec):
     x, y, sw = spec.data()
     x[::3] = 0.0  # masked samples
     keep = ~np.all(x == 0, axis=1)
-    keras.utils.set_random_seed(0)
-    inputs = keras.Input((4,))
-    hidden = keras.layers.Masking(0.0)(inputs)
-    out = keras.layers.Dense(spec.outputs, activation=_activation(spec))(hidden)
-    y_pred = keras.Model(inputs, out)(x)
+    y_pred = spec_model(spec, masking=True)(x)
     value = evaluate(spec.make(), y, y_pred, sw)
-    kept_pred = keras.ops.convert_to_tensor(to_numpy(y_pred)[keep], "float32")
+    kept = np.compress(keep, to_numpy(y_pred), axis=spec.pred_batch_axis)
+    kept_pred = keras.ops.convert_to_tensor(kept, "float32")
     expected = evaluate(spec.make(), y[keep], kept_pred, None if sw is None else sw[keep])
     np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
     assert_finite(value, spec.id)

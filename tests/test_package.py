@@ -14,6 +14,9 @@ PUBLIC_OPS = [
     "safe_sqrt", "safe_norm", "l2_normalize", "cosine_similarity", "safe_divide",
     "logsumexp", "softmax", "log_softmax", "softmax_cross_entropy",
     "sparse_softmax_cross_entropy", "sigmoid_cross_entropy", "masked_task_distance",
+    "poisson_nll", "gaussian_nll", "masked_squared_error", "masked_absolute_error", "masked_huber",
+    "pairwise_distance", "safe_std", "triplet_semihard_loss", "triplet_hard_loss",
+    "contrastive_loss", "info_nce_loss",
 ]
 
 

@@ -301,6 +301,198 @@ def plot_half_precision():
     plt.close(fig)
 
 
+def plot_regression():
+    """Poisson under a log link, and the Gaussian NLL against the log-variance."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    zs = np.linspace(-25.0, 3.0, 281)
+    y = np.ones((1,), "float32")
+    exact_value = np.exp(zs) - zs
+    keras_poisson = lambda z: keras.losses.poisson(y, ops.exp(z))  # noqa: E731
+    stable_poisson = lambda z: keras_stable.ops.poisson_nll(y, z)  # noqa: E731
+    for name, fn, look in (
+        ("keras.losses.poisson(y, exp(z))", keras_poisson, PLAIN),
+        ("keras_stable.ops.poisson_nll(y, z)", stable_poisson, STABLE),
+    ):
+        values, grads = [], []
+        for z in zs:
+            v, g = value_and_grad(fn, [z])
+            values.append(float(np.ravel(v)[0]))
+            grads.append(float(g[0]))
+        axes[0].plot(zs, values, label=name, **look)
+        axes[1].plot(zs, grads, label=name, **look)
+        at = np.flatnonzero(zs == -20.0)[0]
+        print(
+            f"Poisson, y = 1, z = -20, {name}: value {values[at]:.4g} "
+            f"(exact {exact_value[at]:.4g}), d/dz {grads[at]:.4g} (exact -1)"
+        )
+    axes[0].plot(zs, exact_value, color=GREY, linestyle=":", label="exact exp(z) - z")
+    axes[0].set(title="Poisson loss, y = 1, rate exp(z)", xlabel="log-rate z", ylabel="loss")
+    axes[1].set(title="gradient d/dz (exact: exp(z) - 1)", xlabel="log-rate z", ylim=(-1.1, 1.0))
+    axes[0].legend(fontsize=8)
+    axes[1].legend(fontsize=8, loc="upper left")
+
+    # Gaussian NLL with a tiny error: diff**2 underflows and exp(-log_var)
+    # overflows below -88.7 in float32 (0 * inf = NaN).
+    lvs = np.linspace(-150.0, 150.0, 601).astype("float32")
+    diff = np.float32(1e-30)
+    exact = 0.5 * (lvs + np.exp(2 * np.log(1e-30) - lvs.astype("float64")))
+    naive = np.asarray(
+        0.5 * (lvs + ops.square(ops.convert_to_tensor(diff)) * ops.exp(-lvs)), "float64"
+    )
+    stable = np.asarray(
+        ops.cast(
+            keras_stable.ops.gaussian_nll(np.zeros_like(lvs), np.full_like(lvs, diff), lvs),
+            "float64",
+        )
+    )
+    axes[2].plot(lvs, np.where(np.isfinite(naive), naive, np.nan), label="0.5 (v + d² exp(-v))", **PLAIN)
+    axes[2].plot(lvs, stable, label="keras_stable.ops.gaussian_nll", **STABLE)
+    axes[2].plot(lvs, exact, color=GREY, linestyle=":", label="exact")
+    first_nan = lvs[np.flatnonzero(~np.isfinite(naive))].max()
+    axes[2].axvspan(lvs[0], first_nan, color=RED, alpha=0.08)
+    axes[2].annotate(
+        f"naive form NaN\nbelow v = {first_nan:.1f}", (first_nan, 40), xytext=(6, 0),
+        textcoords="offset points", color=RED,
+    )
+    print(f"Gaussian NLL, d = 1e-30: naive NaN for log_var <= {first_nan:.1f}")
+    axes[2].set(
+        title="Gaussian NLL, error d = 1e-30, float32",
+        xlabel="log-variance v",
+        ylim=(-80, 80),
+    )
+    axes[2].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(IMG / "regression.png", dpi=100)
+    plt.close(fig)
+
+
+def plot_saturated_probabilities():
+    """Focal losses and probability inputs once a probability saturates."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    # 1. Categorical focal loss (alpha 0.25, gamma 2) of the logits
+    #    [0, s, -s] with label 0: exact 0.25 (1 - p0)**2 (-log p0).
+    ss = np.linspace(0.0, 40.0, 161)
+    y = np.array([[1.0, 0.0, 0.0]], "float32")
+    keras_focal = keras.losses.CategoricalFocalCrossentropy(from_logits=True)
+    stable_focal = keras_stable.losses.StableSoftmaxFocalCrossEntropy(alpha=0.25)
+    for name, loss, look in (
+        ("keras CategoricalFocalCrossentropy", keras_focal, PLAIN),
+        ("keras_stable StableSoftmaxFocalCrossEntropy", stable_focal, STABLE),
+    ):
+        values = [float(value_and_grad(lambda x: loss(y, x), [[0.0, s, -s]])[0]) for s in ss]
+        axes[0].plot(ss, values, label=name, **look)
+        print(f"focal, logits [0, 30, -30], label 0, {name}: {values[120]:.4g} (exact 7.5)")
+    axes[0].set(title="categorical focal loss, logits [0, s, -s], label 0",
+                xlabel="s", ylabel="loss (alpha 0.25, gamma 2)")
+    axes[0].legend(fontsize=8)
+
+    # 2. Gradient of the binary focal loss (gamma 0.5) of an easy example.
+    xs = np.linspace(0.0, 100.0, 401)
+    y = np.ones((1, 1), "float32")
+    keras_binary = keras.losses.BinaryFocalCrossentropy(gamma=0.5, from_logits=True)
+    stable_binary = keras_stable.losses.StableSigmoidFocalCrossEntropy(gamma=0.5)
+    for name, loss, look in (
+        ("keras BinaryFocalCrossentropy", keras_binary, PLAIN),
+        ("keras_stable StableSigmoidFocalCrossEntropy", stable_binary, STABLE),
+    ):
+        grads = np.array([float(value_and_grad(lambda v: loss(y, v), [[x]])[1][0, 0]) for x in xs])
+        axes[1].semilogy(xs, np.where(np.isfinite(grads), -grads, np.nan), label=name, **look)
+        if not np.isfinite(grads).all():
+            first = xs[np.flatnonzero(~np.isfinite(grads)).min()]
+            axes[1].axvspan(first, xs[-1], color=RED, alpha=0.08)
+            axes[1].annotate(f"Keras: NaN gradient\nfrom x = {first:.2f}", (first, 1e-3),
+                             xytext=(6, 0), textcoords="offset points", color=RED)
+            print(f"binary focal, gamma 0.5, label 1, {name}: NaN gradient from logit {first:.2f}")
+    axes[1].set(title="binary focal loss (gamma 0.5), label 1: -d/dx",
+                xlabel="logit x", ylim=(1e-45, 10))
+    axes[1].legend(fontsize=8, loc="lower left")
+
+    # 3. Cross-entropy of a probability read as data: p = softmax([0, s])[0].
+    ss = np.linspace(0.0, 120.0, 481)
+    probs = np.exp(-ss - np.logaddexp(0.0, -ss)).astype("float32")  # denormal past 87.3
+    y = np.array([[1.0, 0.0]], "float32")
+    exact = ss + np.logaddexp(0.0, -ss)
+    curves = {
+        "-log(p) by hand": lambda p: -ops.log(p[..., 0]),
+        "keras CategoricalCrossentropy()": lambda p: keras.losses.CategoricalCrossentropy()(y, p),
+        "keras_stable (from_logits=False)": (
+            lambda p: keras_stable.losses.StableSoftmaxCrossEntropy(from_logits=False)(y, p)
+        ),
+    }
+    looks = [dict(color=GREY, linestyle="--"), PLAIN, STABLE]
+    for (name, fn), look in zip(curves.items(), looks):
+        values = np.array([
+            float(np.ravel(value_and_grad(fn, [[p, 1.0 - p]])[0])[0]) for p in probs
+        ])
+        axes[2].plot(ss, np.where(np.isfinite(values), values, np.nan), label=name, **look)
+        at = np.flatnonzero(ss == 90.0)[0]
+        print(f"CE of p = softmax([0, 90])[0] = {probs[at]:.3g}, {name}: {values[at]:.4g} (exact 90)")
+    axes[2].plot(ss, exact, color=GREY, linestyle=":", label="exact")
+    axes[2].axvline(-np.log(np.finfo(np.float32).tiny), color=GREY, linewidth=0.8)
+    axes[2].set(title="cross-entropy of p = softmax([0, s])[0] as data",
+                xlabel="logit gap s", ylabel="loss", ylim=(0, 125))
+    axes[2].legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(IMG / "saturated-probabilities.png", dpi=100)
+    plt.close(fig)
+
+
+def _expansion_distance(v):
+    """TF Addons' `pairwise_distance`: sqrt(|x|^2 + |y|^2 - 2 x.y), with its
+    1e-16 inside the square root where the expansion is <= 0."""
+    sq = ops.sum(v * v, axis=1, keepdims=True)
+    d2 = ops.maximum(sq + ops.transpose(sq) - 2.0 * ops.matmul(v, ops.transpose(v)), 0.0)
+    zero = ops.cast(ops.less_equal(d2, 0.0), v.dtype)
+    return ops.sqrt(d2 + zero * 1e-16) * (1.0 - zero)
+
+
+def plot_distances():
+    """Distance between a row `a` (entries around 30) and `a + t e1`."""
+    rng = np.random.default_rng(0)
+    a = (30.0 + rng.normal(size=4)).astype("float32")
+    e1 = np.eye(4, dtype="float32")[0]
+    ts = np.concatenate([np.linspace(-0.2, 0.2, 201), [0.0]])
+    ts.sort()
+    formulations = {
+        "keras.ops.cdist": lambda v: ops.cdist(v, v),
+        "expansion |x|²+|y|²-2x·y (TF Addons)": _expansion_distance,
+        "keras_stable.ops.pairwise_distance": keras_stable.ops.pairwise_distance,
+    }
+    looks = {
+        "keras.ops.cdist": PLAIN,
+        "expansion |x|²+|y|²-2x·y (TF Addons)": dict(color=GREY, linestyle="--"),
+        "keras_stable.ops.pairwise_distance": STABLE,
+    }
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, dist in formulations.items():
+        values, grads = [], []
+        for t in ts:
+
+            def d01(tt, dist=dist):
+                rows = ops.stack([ops.convert_to_tensor(a), a + tt * e1])
+                return dist(rows)[0, 1]
+
+            v, g = value_and_grad(d01, t)
+            values.append(float(v))
+            grads.append(float(g))
+        values, grads = np.array(values), np.array(grads)
+        left.plot(ts, values, label=name, **looks[name])
+        right.plot(ts, np.where(np.isfinite(grads), grads, np.nan), label=name, **looks[name])
+        zero = np.flatnonzero(ts == 0.0)[0]
+        err = np.max(np.abs(values - np.abs(ts)))
+        print(f"distance to a + t e1, {name}: max error {err:.3g}, value at 0 {values[zero]:.3g}, grad at 0 {grads[zero]}")
+        if np.isnan(grads[zero]):
+            right.plot([0], [0], "x", color=RED, markersize=12, mew=3)
+            right.annotate("NaN at t = 0", (0, 0), xytext=(10, 10), textcoords="offset points", color=RED)
+    left.set(title="distance between a and a + t·e1 (|a| ≈ 60), float32", xlabel="t", ylabel="distance")
+    right.set(title="gradient d/dt (exact: sign(t), 0 at 0)", xlabel="t", ylim=(-3, 3))
+    left.legend(fontsize=8, loc="upper center")
+    right.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(IMG / "distances.png", dpi=100)
+    plt.close(fig)
+
+
 def main():
     IMG.mkdir(exist_ok=True)
     print(
@@ -311,6 +503,9 @@ def main():
     plot_softmax_overflow()
     plot_masking()
     plot_half_precision()
+    plot_regression()
+    plot_saturated_probabilities()
+    plot_distances()
     plot_demo()
     print(f"figures written to {IMG}")
 

@@ -179,3 +179,61 @@ def prepare_mask(mask, x, name="mask"):
     if dtype_of(mask) != "bool":
         mask = ops.greater(mask, 0)
     return ops.broadcast_to(mask, ops.shape(x))
+
+
+def check_positive(value, name):
+    """A finite real number > 0 (e.g. Huber's `delta`) -> float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(
+            f"`{name}` must be a finite number > 0, got {value!r} of type "
+            f"{type(value).__name__}."
+        )
+    value = float(value)
+    if not (value > 0 and value < float("inf")):
+        raise ValueError(f"`{name}` must be a finite number > 0, got {name}={value}.")
+    return value
+
+
+def check_gamma(gamma):
+    """The focusing parameter of a focal loss: a finite number >= 0."""
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+        raise ValueError(
+            f"`gamma` must be a finite number >= 0, got {gamma!r} of type "
+            f"{type(gamma).__name__}."
+        )
+    gamma = float(gamma)
+    if not 0.0 <= gamma < float("inf"):
+        raise ValueError(
+            f"`gamma` must be a finite number >= 0, got gamma={gamma}."
+        )
+    return gamma
+
+
+def check_alpha(alpha, per_class=False):
+    """A focal loss's balancing factor: None, or a float in [0, 1].
+
+    With `per_class=True` a list or tuple of floats in [0, 1] (one weight
+    per class) is accepted too and returned as a list (configs stay JSON).
+    """
+    if alpha is None:
+        return None
+    if per_class and isinstance(alpha, (list, tuple)):
+        if not alpha:
+            raise ValueError("`alpha` must not be an empty list.")
+        return [_check_unit(a, "alpha", per_class) for a in alpha]
+    return _check_unit(alpha, "alpha", per_class)
+
+
+def _check_unit(value, name, per_class):
+    expected = "None, a float in [0, 1]" + (
+        " or a list of them (one per class)" if per_class else ""
+    )
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(
+            f"`{name}` must be {expected}, got {value!r} of type "
+            f"{type(value).__name__}."
+        )
+    value = float(value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"`{name}` must be in [0, 1], got {name}={value}.")
+    return value

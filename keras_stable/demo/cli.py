@@ -58,6 +58,15 @@ def _parse_args(argv):
         ),
     )
     parser.add_argument(
+        "--no-audit",
+        dest="audit",
+        action="store_false",
+        help=(
+            "skip the last section, which runs keras_stable.audit on the "
+            "plain models to name the layer and the trap where they go NaN."
+        ),
+    )
+    parser.add_argument(
         "--plot",
         metavar="FILE.png",
         default=None,
@@ -84,6 +93,27 @@ def _modes(text):
             f"expected a comma-separated subset of {','.join(MODES)}, got {text!r}"
         )
     return modes
+
+
+def audit_plain_models(modes):
+    """The audit of both bug reports' plain models: which layer, which trap.
+
+    `keras_stable.audit` reruns one batch of each plain scenario layer by
+    layer, eagerly and (where the demo compiled) compiled, and names the
+    first non-finite point in the forward and backward passes.
+    """
+    import keras_stable
+    from keras_stable.demo.scenarios import _scenarios
+
+    compiled = [m for m in modes if m != "eager"]
+    audit_modes = ["eager"] + (["compiled"] if compiled else [])
+    cases = [
+        (f"{s['name']}: {s['plain'][0]}", s["model"](), *s["batch"](0), s["plain"][1]())
+        for s in _scenarios()
+    ]
+    title = "Where the plain formulations go NaN (keras_stable.audit)"
+    body = keras_stable.audit.audit_section(cases, modes=audit_modes)
+    return f"{title}\n{'-' * len(title)}\n{body}"
 
 
 def _have_matplotlib():
@@ -158,5 +188,8 @@ def main(argv=None):
         save_plot(rows, args.plot)
         print(f"loss curves saved to {args.plot}")
     print(f"trained in {time.perf_counter() - start:.1f} s")
+    if args.audit:
+        print()
+        print(audit_plain_models(modes))
     stable_failed = any(r["failure"] is not None for r in rows if r["formulation"] == "stable")
     return 1 if stable_failed else 0

@@ -61,10 +61,13 @@ class StableSigmoidCrossEntropy(StableLoss):
         From logits, `max(x, 0) - x y + log1p(exp(-|x|))` in float32: a logit
         of 1e4 gives 1e4 (the naive form gives `inf` and NaN gradients) and
         the gradient is `sigmoid(x) - y`. From probabilities, no epsilon
-        clip: `p = 0` with `y = 0` contributes exactly 0 with a zero
-        gradient, and `p = 0` with `y = 1` gives `+inf` - where Keras
-        reports `-log(1e-7) = 16.12` with a zero gradient. An infinite logit
-        gives `inf` or NaN, as in the functional twin.
+        clip: exact down to the smallest normal float32 (1.18e-38), so
+        `p = 0` with `y = 0` contributes exactly 0 (gradient `1 / (1 - p)`),
+        and `p = 0` with `y = 1` saturates at 87.34 with a zero gradient -
+        where Keras reports `-log(1e-7) = 16.12`; the logits of a float32
+        sigmoid output are used where the backend exposes them (TensorFlow,
+        torch). An infinite logit gives `inf` or NaN, as in the functional
+        twin.
 
     Example:
 

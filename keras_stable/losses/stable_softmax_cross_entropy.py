@@ -50,12 +50,16 @@ class StableSoftmaxCrossEntropy(StableLoss):
         above 88 do not overflow, and no probability is clipped. A class with
         logit `-inf` (or probability 0) and label 0 contributes exactly 0 and
         gets a zero gradient, where `keras.losses.CategoricalCrossentropy`
-        gives NaN. A nonzero label on such a class gives `+inf` - the honest
-        value - rather than Keras's `-log(1e-7) = 16.12` with a zero gradient;
-        the gradient with respect to that probability is 0 (`log` has no
-        derivative at 0), the other classes get their true, finite gradient.
-        An example whose weight is 0 contributes exactly 0 even when its loss
-        is `inf`.
+        gives NaN. A nonzero label on a `-inf` logit gives `+inf` - the
+        honest value. Probabilities are exact down to the smallest normal
+        float32 (1.18e-38) and saturate below it: a nonzero label on `p = 0`
+        gives 87.34 per unit of label rather than Keras's
+        `-log(1e-7) = 16.12`, with a zero gradient with respect to that
+        probability and the true, finite gradient for the other classes.
+        The logits of a float32 softmax output are used where the backend
+        exposes them (TensorFlow, torch), so its saturated tail is exact.
+        An example whose weight is 0 contributes exactly 0 even when its
+        loss is `inf`.
 
     Example:
 

@@ -54,7 +54,11 @@ class StableSparseSoftmaxCrossEntropy(StableLoss):
         largest logit, in float32: finite for every finite logit, and a
         `-inf` logit on another class contributes nothing (Keras's
         `SparseCategoricalCrossentropy` is NaN there on JAX and eager TF).
-        A label on a class with logit `-inf` (probability 0) gives `+inf`.
+        A label on a class with logit `-inf` gives `+inf`. From
+        probabilities, no epsilon clip: exact down to the smallest normal
+        probability (1.18e-38), saturated below it (a label on `p = 0`
+        gives 87.34, with a zero gradient); the logits of a float32 softmax
+        output are used where the backend exposes them (TensorFlow, torch).
         A label outside `[0, classes)` that is not `ignore_class` gives NaN,
         never the silent loss of a wrapped index. Ignored examples get a
         zero gradient.

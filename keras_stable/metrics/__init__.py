@@ -11,6 +11,10 @@ from keras_stable.metrics.stable_binary_cross_entropy import (
     StableBinaryCrossEntropy,
 )
 from keras_stable.metrics.stable_cross_entropy import StableCrossEntropy
+from keras_stable.metrics.stable_pearson_correlation import (
+    StablePearsonCorrelation,
+)
+from keras_stable.metrics.stable_r2_score import StableR2Score
 from keras_stable.metrics.stable_sparse_cross_entropy import (
     StableSparseCrossEntropy,
 )
@@ -19,5 +23,7 @@ __all__ = [
     "MaskedMultiTaskDistance",
     "StableBinaryCrossEntropy",
     "StableCrossEntropy",
+    "StablePearsonCorrelation",
+    "StableR2Score",
     "StableSparseCrossEntropy",
 ]

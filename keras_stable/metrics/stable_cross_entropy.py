@@ -28,10 +28,11 @@ class StableCrossEntropy(LossMeanMetric):
 
     Numerical stability:
         As `StableSoftmaxCrossEntropy`: computed in float32 from
-        `log_softmax`; a `-inf` logit (or probability 0) on a class with
-        label 0 contributes 0, a nonzero label there gives `+inf` (no
-        epsilon clip). An example with weight 0 contributes exactly 0, even
-        when its loss is `inf`. Before any update the result is 0.
+        `log_softmax`; a `-inf` logit on a class with label 0 contributes
+        0, a nonzero label there gives `+inf` (no epsilon clip; a
+        probability of 0 saturates at 87.34 per unit of label). An example
+        with weight 0 contributes exactly 0, even when its loss is `inf`.
+        Before any update the result is 0.
 
     Example:
 

@@ -10,28 +10,56 @@ from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
 from keras_stable.ops.distance import masked_task_distance
+from keras_stable.ops.divergence import kl_divergence
 from keras_stable.ops.linear_cross_entropy import linear_softmax_cross_entropy
 from keras_stable.ops.division import safe_divide
+from keras_stable.ops.focal import sigmoid_focal_cross_entropy
+from keras_stable.ops.focal import softmax_focal_cross_entropy
+from keras_stable.ops.geometry import pairwise_distance
+from keras_stable.ops.geometry import safe_std
+from keras_stable.ops.metric_learning import contrastive_loss
+from keras_stable.ops.metric_learning import info_nce_loss
+from keras_stable.ops.metric_learning import triplet_hard_loss
+from keras_stable.ops.metric_learning import triplet_semihard_loss
 from keras_stable.ops.norms import cosine_similarity
 from keras_stable.ops.norms import l2_normalize
 from keras_stable.ops.norms import safe_norm
 from keras_stable.ops.norms import safe_sqrt
+from keras_stable.ops.regression import gaussian_nll
+from keras_stable.ops.regression import masked_absolute_error
+from keras_stable.ops.regression import masked_huber
+from keras_stable.ops.regression import masked_squared_error
+from keras_stable.ops.regression import poisson_nll
 from keras_stable.ops.softmax import log_softmax
 from keras_stable.ops.softmax import logsumexp
 from keras_stable.ops.softmax import softmax
 
 __all__ = [
+    "contrastive_loss",
     "cosine_similarity",
+    "gaussian_nll",
+    "info_nce_loss",
+    "kl_divergence",
     "l2_normalize",
     "linear_softmax_cross_entropy",
     "log_softmax",
     "logsumexp",
+    "masked_absolute_error",
+    "masked_huber",
+    "masked_squared_error",
     "masked_task_distance",
+    "pairwise_distance",
+    "poisson_nll",
     "safe_divide",
     "safe_norm",
     "safe_sqrt",
+    "safe_std",
     "sigmoid_cross_entropy",
+    "sigmoid_focal_cross_entropy",
     "softmax",
     "softmax_cross_entropy",
+    "softmax_focal_cross_entropy",
     "sparse_softmax_cross_entropy",
+    "triplet_hard_loss",
+    "triplet_semihard_loss",
 ]

@@ -1,4 +1,10 @@
-"""Cross-entropies computed in logit space, with masks and ignored labels."""
+"""Cross-entropies computed in logit space, with masks and ignored labels.
+
+Also the one reading of `from_logits=False` shared by every cross-entropy
+(`softmax_scores`, `sigmoid_log_probabilities`): the logits behind a
+softmax/sigmoid output where the backend exposes them, else the
+probabilities read in log space, exact down to the smallest normal number.
+"""
 
 import warnings
 
@@ -33,13 +39,7 @@ def warn_if_probabilities(logits, from_logits, name):
     """
     if not from_logits:
         return
-    marked = getattr(logits, "_keras_logits", None) is not None
-    if not marked:
-        try:
-            marked = logits.op.type in ("Softmax", "Sigmoid")
-        except Exception:  # eager tensors and other backends have no op
-            marked = False
-    if marked:
+    if exposed_logits(logits) is not None:
         warnings.warn(
             f"`{name}` received `from_logits=True`, but its input was "
             "produced by a softmax or sigmoid activation and does not hold "
@@ -48,6 +48,168 @@ def warn_if_probabilities(logits, from_logits, name):
             "activation.",
             stacklevel=3,
         )
+
+
+# The smallest normal number of each compute dtype: a probability below it
+# is read as this number (a loss term of at most 87.34 in float32).
+_SMALLEST_NORMAL = {
+    "float32": 1.1754943508222875e-38,
+    "float64": 2.2250738585072014e-308,
+}
+# How far an activation output may lie from the activation recomputed from
+# its exposed logits (rtol, atol): a few hundred units in the last place,
+# and the smallest normal number (denormals may be flushed to 0).
+_RECOVERY_TOLERANCE = {
+    "float32": (1e-4, 1.2e-38),
+    "float64": (1e-8, 2.3e-308),
+}
+
+
+def exposed_logits(y_pred):
+    """The logits behind a softmax or sigmoid output, or None.
+
+    Keras's activations keep their input on their output as `_keras_logits`
+    (TensorFlow and torch tensors; JAX arrays take no attributes); on a
+    TensorFlow graph the producing op is `Softmax` or `Sigmoid` and its
+    input is the logits. Which activation produced the output is not
+    recorded on the tensor: `softmax_scores` and `sigmoid_log_probabilities`
+    check that the activation reproduces `y_pred` before using the logits.
+    """
+    logits = getattr(y_pred, "_keras_logits", None)
+    if logits is not None:
+        return logits
+    try:
+        if y_pred.op.type in ("Softmax", "Sigmoid"):
+            return y_pred.op.inputs[0]
+    except Exception:  # eager tensors and other backends have no op
+        pass
+    return None
+
+
+def saturated_log(p):
+    """`log(p)` for probabilities, exact down to the smallest normal number.
+
+    Below it (a denormal, or 0) `p` is read as the smallest normal number
+    `tiny` (1.1754944e-38 in float32): `log(p)` saturates at `log(tiny)`
+    (-87.34 in float32) with a zero gradient, so the gradient `1/p` is at
+    most `1/tiny` and never `inf`. Backends disagree on denormals (XLA
+    flushes them to 0, torch keeps them); both are read alike. A negative
+    or NaN probability gives NaN.
+    """
+    # A tensor, not a Python float: a float32 scalar would round the
+    # float64 threshold to 0.
+    tiny = ops.full_like(p, _SMALLEST_NORMAL[dtype_of(p)])
+    normal = ops.greater_equal(p, tiny)
+    # The argument of `log` is never below `tiny`: one where suffices.
+    log_p = ops.log(ops.where(normal, p, tiny))
+    return ops.where(
+        ops.greater_equal(p, 0), log_p, ops.full_like(p, float("nan"))
+    )
+
+
+def _saturated_log1m(p):
+    """`log(1 - p)`: `log1p(-p)` up to 1/2 (exact for tiny `p`), then
+    `saturated_log(1 - p)` (`1 - p` is exact for `p >= 1/2`)."""
+    small = ops.less_equal(p, 0.5)
+    via_log1p = ops.log1p(-ops.where(small, p, ops.zeros_like(p)))
+    return ops.where(small, via_log1p, saturated_log(1.0 - p))
+
+
+def _log_sigmoids(x):
+    """`(log(sigmoid(x)), log(sigmoid(-x)))`, finite for every finite `x`.
+
+    `-softplus(-x)` and `-softplus(x)` with `softplus(x) = max(x, 0) +
+    log1p(exp(-|x|))`; one shared select, so the gradient at `x == 0` is
+    exact (0.5 and -0.5).
+    """
+    nonnegative = ops.greater_equal(x, 0)
+    zeros = ops.zeros_like(x)
+    tail = ops.log1p(ops.exp(ops.where(nonnegative, -x, x)))
+    log_p = -(ops.where(nonnegative, zeros, -x) + tail)
+    log_q = -(ops.where(nonnegative, x, zeros) + tail)
+    return log_p, log_q
+
+
+def _recovered_logits(y_pred, probs, activation, axis=None):
+    """`(logits, consistent)` behind a softmax/sigmoid output, or `(None,
+    None)`.
+
+    Only float32/float64 outputs are recovered: a half-precision output is
+    read as the probabilities it holds (exactly, in float32), the same
+    number on every backend. `consistent` marks where the activation of the
+    logits reproduces `probs` (whole rows along `axis` for a softmax): a
+    softmax output fed to a sigmoid loss, or a softmax over another axis,
+    falls back to the probabilities instead of using the wrong logits.
+    """
+    logits = exposed_logits(y_pred)
+    if logits is None or dtype_of(y_pred) not in _RECOVERY_TOLERANCE:
+        return None, None
+    rtol, atol = _RECOVERY_TOLERANCE[dtype_of(y_pred)]
+    logits = ops.cast(ops.convert_to_tensor(logits), dtype_of(probs))
+    # The activation as Keras computes it (the check carries no gradient).
+    if activation == "sigmoid":
+        expected = ops.sigmoid(logits)
+    elif static_shape(logits)[axis] == 1:
+        expected = ops.ones_like(logits)  # keras.ops.softmax warns there
+    else:
+        expected = ops.softmax(logits, axis=axis)
+    expected = ops.stop_gradient(expected)
+    consistent = ops.less_equal(
+        ops.abs(probs - expected), rtol * expected + atol
+    )
+    if activation == "softmax":
+        consistent = ops.all(consistent, axis=axis, keepdims=True)
+    else:
+        # An infinite logit would give 0 * inf in the cross-entropy.
+        consistent = ops.logical_and(consistent, ops.isfinite(logits))
+    return logits, consistent
+
+
+def softmax_scores(y_pred, from_logits, axis=-1):
+    """`(scores, out_dtype)`: `y_pred` in logit space, in its compute dtype.
+
+    The one reading of `from_logits` by the softmax cross-entropies. With
+    `from_logits=True` the scores are the logits. With probabilities,
+    `log_softmax(scores, axis)` is `log(p / sum(p))`: the scores are the
+    logits behind a softmax output where the backend exposes them (as
+    Keras reads them on TensorFlow) and `softmax(logits)` reproduces
+    `y_pred` row by row - the loss is then exact however saturated the
+    softmax - else `saturated_log(y_pred)`: exact down to the smallest
+    normal probability, saturated (with a zero gradient) below it.
+    Half-precision probabilities are read as they are, exactly in float32.
+    """
+    x, out_dtype = to_compute(y_pred)
+    if from_logits:
+        return x, out_dtype
+    axis = check_axis(axis, len(static_shape(x)))
+    scores = saturated_log(x)
+    logits, consistent = _recovered_logits(y_pred, x, "softmax", axis)
+    if logits is not None:
+        scores = ops.where(consistent, logits, scores)
+    return scores, out_dtype
+
+
+def sigmoid_log_probabilities(y_pred, from_logits):
+    """`(log_p, log_q, out_dtype)`: `log(p)` and `log(1 - p)` elementwise.
+
+    The one reading of `from_logits` by the sigmoid cross-entropies. From
+    logits, `log(sigmoid(x))` and `log(sigmoid(-x))` (finite for every
+    finite logit). From probabilities, the recovered logits where a sigmoid
+    output exposes them and reproduces `y_pred` (see `softmax_scores`), else
+    `saturated_log(p)` and `log(1 - p)` read the same way (`log1p(-p)` for
+    `p <= 1/2`).
+    """
+    x, out_dtype = to_compute(y_pred)
+    if from_logits:
+        log_p, log_q = _log_sigmoids(x)
+        return log_p, log_q, out_dtype
+    log_p, log_q = saturated_log(x), _saturated_log1m(x)
+    logits, consistent = _recovered_logits(y_pred, x, "sigmoid")
+    if logits is not None:
+        from_logits_p, from_logits_q = _log_sigmoids(logits)
+        log_p = ops.where(consistent, from_logits_p, log_p)
+        log_q = ops.where(consistent, from_logits_q, log_q)
+    return log_p, log_q, out_dtype
 
 
 def softmax_cross_entropy(
@@ -67,8 +229,8 @@ def softmax_cross_entropy(
             counts only the unmasked, finite classes of the example; masked
             and `-inf` classes receive no smoothing mass.
         from_logits: whether `logits` holds logits (default) or
-            probabilities; probabilities are read as `log(p)` (`-inf` at
-            `p = 0`, no epsilon clip), renormalised over `axis`.
+            probabilities, renormalised over `axis` (see Numerical
+            stability).
 
     Returns:
         The loss per example (`axis` reduced), in the float dtype of `logits`.
@@ -82,6 +244,13 @@ def softmax_cross_entropy(
         label on such a class gives `+inf`, the true cross-entropy (the data
         puts mass on an impossible class), with a finite gradient. An example
         with no class left (fully masked) gives 0 and a zero gradient.
+        Probabilities (`from_logits=False`) are read by `softmax_scores`: the
+        logits behind a softmax output where the backend exposes them
+        (TensorFlow, torch), else `log(p)`, exact down to the smallest normal
+        probability (1.18e-38 in float32) and saturated below it: `p = 0` on
+        a labelled class gives `-log(1.18e-38) = 87.34` per unit of label
+        (not `+inf`) with a zero gradient with respect to that probability,
+        and never a NaN or inf gradient. No epsilon clip.
 
     Example:
 
@@ -94,9 +263,7 @@ def softmax_cross_entropy(
     """
     label_smoothing = check_label_smoothing(label_smoothing)
     warn_if_probabilities(logits, from_logits, "softmax_cross_entropy")
-    logits, out_dtype = to_compute(logits)
-    if not from_logits:
-        logits = safe_log(logits)
+    logits, out_dtype = softmax_scores(logits, from_logits, axis)
     labels = ops.convert_to_tensor(labels)
     check_same_shape(labels, logits, "labels", "logits")
     axis = check_axis(axis, len(static_shape(logits)))
@@ -141,8 +308,8 @@ def sparse_softmax_cross_entropy(
         ignore_class: optional int; examples with this label give loss 0 and
             a zero gradient (it may lie outside `[0, num_classes)`, e.g. -1).
         from_logits: whether `logits` holds logits (default) or
-            probabilities; probabilities are read as `log(p)` (`-inf` at
-            `p = 0`, no epsilon clip), renormalised over `axis`.
+            probabilities, renormalised over `axis` and read as in
+            `softmax_cross_entropy`.
 
     Returns:
         The loss per example, the shape of `labels`, in the float dtype of
@@ -154,7 +321,8 @@ def sparse_softmax_cross_entropy(
         taken as `log` of a probability. Integer labels are used as indices
         and never cast to float (float16 cannot hold 2049 exactly). Ignored
         examples and examples with no class left (fully masked) give 0 and a
-        zero gradient. A label on a masked or `-inf` class gives `+inf`. A
+        zero gradient. A label on a masked or `-inf` class gives `+inf`
+        (probability 0 with `from_logits=False`: the saturated 87.34). A
         label outside `[0, num_classes)` that is not `ignore_class` gives NaN:
         never the silent finite value of a clamped or wrapped index (a
         compiled gather cannot raise).
@@ -176,9 +344,7 @@ def sparse_softmax_cross_entropy(
             "`softmax_cross_entropy` for one-hot or soft labels."
         )
     warn_if_probabilities(logits, from_logits, "sparse_softmax_cross_entropy")
-    logits, out_dtype = to_compute(logits)
-    if not from_logits:
-        logits = safe_log(logits)
+    logits, out_dtype = softmax_scores(logits, from_logits, axis)
     rank = len(static_shape(logits))
     axis = check_axis(axis, rank)
     expected = static_shape(logits)[:axis] + static_shape(logits)[axis + 1 :]
@@ -230,8 +396,9 @@ def sigmoid_cross_entropy(labels, logits, from_logits=True):
         from_logits: whether `logits` holds log-odds (default) or
             probabilities `p`; probabilities give
             `-labels * log(p) - (1 - labels) * log(1 - p)` with no epsilon
-            clip, a zero label on `p = 0` (or `p = 1`) contributing exactly
-            0 with a zero gradient.
+            clip (see Numerical stability): at `p = 0` (or `p = 1`) the
+            term of a zero label is exactly 0 (no `0 * log(0)`), and the
+            gradient is the true `1 / (1 - p)` (or `-1 / p`).
 
     Returns:
         The elementwise loss, in the float dtype of `logits`.
@@ -242,7 +409,12 @@ def sigmoid_cross_entropy(labels, logits, from_logits=True):
         (1e4 gives 1e4, not `inf`) and the gradient is
         `sigmoid(x) - labels` (0.5 - labels at x = 0). No probability is formed or clipped. Half
         precision is computed in float32. An infinite logit gives `inf` or
-        NaN (`inf - inf`), as the built-ins do.
+        NaN (`inf - inf`), as the built-ins do. Probabilities are read by
+        `sigmoid_log_probabilities`: the logits behind a sigmoid output where
+        the backend exposes them (TensorFlow, torch), else `log(p)` and
+        `log(1 - p)`, exact down to the smallest normal number (1.18e-38 in
+        float32) and saturated below it: `p = 0` with label 1 gives 87.34
+        (not `+inf`) with a zero gradient, never a NaN or inf gradient.
 
     Example:
 
@@ -252,19 +424,22 @@ def sigmoid_cross_entropy(labels, logits, from_logits=True):
     array([100.,   0.], dtype=float32)
     """
     warn_if_probabilities(logits, from_logits, "sigmoid_cross_entropy")
-    logits, out_dtype = to_compute(logits)
     labels = ops.convert_to_tensor(labels)
+    if not from_logits:
+        # log(p) and log(1 - p) are finite (saturated): the term of a zero
+        # label on p = 0 (or 1) is 0 * -87.34 = 0, never 0 * -inf.
+        log_p, log_q, out_dtype = sigmoid_log_probabilities(logits, False)
+        check_same_shape(labels, log_p, "labels", "logits")
+        compute = compute_dtype_of(dtype_of(log_p), dtype_of(labels))
+        labels = ops.cast(labels, compute)
+        log_p, log_q = ops.cast(log_p, compute), ops.cast(log_q, compute)
+        loss = -(labels * log_p + (1.0 - labels) * log_q)
+        return ops.cast(loss, out_dtype)
+    logits, out_dtype = to_compute(logits)
     check_same_shape(labels, logits, "labels", "logits")
     compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
     logits = ops.cast(logits, compute)
     labels = ops.cast(labels, compute)
-    if not from_logits:
-        # Two-class log scores [log(1 - p), log(p)]: the logit-space
-        # cross-entropy then gives 0 for a zero label on p = 0 (or 1).
-        scores = ops.stack([safe_log(1.0 - logits), safe_log(logits)], -1)
-        two_class = ops.stack([1.0 - labels, labels], axis=-1)
-        loss = softmax_cross_entropy(two_class, scores)
-        return ops.cast(loss, out_dtype)
     # relu(x) and -|x| through one shared select: at x == 0 autodiff would
     # otherwise pick relu'(0) and abs'(0) independently (0 and 0 on JAX),
     # giving -labels instead of sigmoid(0) - labels; zero-initialised heads
@@ -280,9 +455,10 @@ def safe_log(p):
     """`log(p)` for probabilities: `-inf` with a zero gradient at `p == 0`.
 
     The double where keeps `1/p = inf` out of the gradient of a class whose
-    probability is 0 (a zero label there then contributes exactly 0 through
-    the logit-space cross-entropies). A negative or NaN probability gives
-    NaN. Used by the losses and metrics for `from_logits=False`.
+    probability is 0. A negative or NaN probability gives NaN. The
+    cross-entropies read probabilities with `saturated_log` instead (finite
+    at `p = 0`); this exact `log` is for other losses (e.g. the Poisson
+    rate).
     """
     positive = ops.greater(p, 0)
     log_p = ops.log(ops.where(positive, p, ops.ones_like(p)))

@@ -62,9 +62,13 @@ def test_probabilities_are_not_clipped():
     expected = -(0.3 * np.log(0.6) + 0.7 * np.log(0.4)) / 3
     assert_close(out, [expected])
     assert_finite(grad)
-    np.testing.assert_array_equal(grad[0, :2], 0.0)
-    out = to_numpy(loss(np.array([[1.0]], "float32"), np.array([[0.0]], "float32")))
-    assert out[0] == np.inf  # Keras's BinaryCrossentropy: 15.94 / 16.12, grad 0
+    # The true derivatives of -log(1 - p) at p = 0 and -log(p) at p = 1.
+    assert_close(grad[0, :2], [1 / 3, -1 / 3])
+    # p = 0 with label 1: the saturated -log(1.1754944e-38) = 87.34 (the
+    # true value is +inf), where Keras reports 15.94 / 16.12 with grad 0.
+    out, (grad,) = vjp_all_modes(lambda p: loss(np.array([[1.0]], "float32"), p), [np.array([[0.0]], "float32")])
+    assert_close(out, [-np.log(np.finfo(np.float32).tiny)])
+    np.testing.assert_array_equal(grad, 0.0)
 
 
 def test_rank_one_and_trailing_axis():

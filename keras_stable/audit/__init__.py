@@ -1,0 +1,33 @@
+"""NaN audit: name the layer and the trap that turned a value or a gradient NaN.
+
+`audit(model, x, y, loss)` runs the model on a batch layer by layer, eagerly
+and compiled, differentiates the loss, and reports the first layer whose
+value (forward) or gradient went non-finite, with the trap it recognises
+and the keras_stable replacement. `python -m keras_stable.audit model.keras
+--data batch.npz` does the same from the command line, and
+`keras_stable.callbacks.NaNAudit` runs it when training goes NaN.
+
+Modules, one concern each: `tracing` (recording every layer's call),
+`execution` (one run, eager or compiled, with gradients, per backend),
+`traps` (which call, which trap), `probes` (stress probes), `report`
+(`Finding`, `AuditReport`), `data` (the batch, the loss, `.npz` files),
+`core` (`audit`), `cli` (the command line).
+"""
+
+from keras_stable.audit.core import audit
+from keras_stable.audit.core import audit_section
+from keras_stable.audit.data import AuditInputError
+from keras_stable.audit.data import load_batch
+from keras_stable.audit.data import save_batch
+from keras_stable.audit.report import AuditReport
+from keras_stable.audit.report import Finding
+
+__all__ = [
+    "AuditInputError",
+    "AuditReport",
+    "Finding",
+    "audit",
+    "audit_section",
+    "load_batch",
+    "save_batch",
+]

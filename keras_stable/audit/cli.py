@@ -1,0 +1,217 @@
+"""`python -m keras_stable.audit MODEL.keras --data BATCH.npz`: the audit
+from the command line.
+
+Prints the report and exits with 0 when no value or gradient is NaN or inf,
+1 when the audit found a trap, and 2 on bad input (a file that does not
+load, data that does not fit the model, an unknown backend), with a
+one-line error on stderr and no traceback.
+"""
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+
+import keras
+
+from keras_stable.audit.core import audit
+from keras_stable.audit.data import AuditInputError
+from keras_stable.audit.data import _first_line
+from keras_stable.audit.data import load_batch
+from keras_stable.audit.probes import PROBES
+from keras_stable.audit.report import MODES
+
+BACKENDS = ("tensorflow", "jax", "torch")
+PROG = "python -m keras_stable.audit"
+_RESTARTED = "KERAS_STABLE_AUDIT_RESTARTED"
+
+EXIT_CLEAN = 0
+EXIT_FOUND = 1
+EXIT_BAD_INPUT = 2
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "Run a saved Keras model on a batch layer by layer, eagerly and "
+            "compiled, and name the first layer whose value or gradient goes "
+            "NaN or inf, with the trap and the keras_stable fix."
+        ),
+        epilog=(
+            "The batch file holds arrays named x (or x.0, x.1, ... / x.<input "
+            "name>) and, optionally, y (the labels; the model's compiled loss "
+            "is then differentiated). keras_stable.callbacks.NaNAudit writes "
+            "such files. Exit status: 0 clean, 1 a trap was found, 2 bad input."
+        ),
+    )
+    parser.add_argument("model", help="the model, a .keras file")
+    parser.add_argument("--data", required=True, help="the batch, a .npz file")
+    parser.add_argument(
+        "--stress",
+        nargs="?",
+        const="all",
+        default=None,
+        help=(
+            "also run the stress probes: all of them, or a comma-separated "
+            f"subset of {','.join(PROBES)}"
+        ),
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="Keras backend (default: $KERAS_BACKEND, else tensorflow)",
+    )
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help="comma-separated subset of eager,compiled (default: both)",
+    )
+    parser.add_argument(
+        "--loss",
+        default=None,
+        help=(
+            "the loss, if not the one the model was saved with: a Keras loss "
+            "name (mse) or MODULE:FUNCTION, imported from the current directory "
+            "(train:task_loss)"
+        ),
+    )
+    parser.add_argument(
+        "--unsafe",
+        action="store_true",
+        help=(
+            "load the model with safe_mode=False: needed for Lambda layers, "
+            "whose Python code is stored in the file; only for files you trust"
+        ),
+    )
+    return parser
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _stress(value):
+    if value is None:
+        return False
+    if value == "all":
+        return True
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PROBES]
+    if unknown or not names:
+        raise _UsageError(
+            f"--stress: unknown probe(s) {unknown}; expected some of {','.join(PROBES)}"
+        )
+    return names
+
+
+def _modes(value):
+    modes = [mode.strip() for mode in value.split(",") if mode.strip()]
+    if not modes or any(mode not in MODES for mode in modes):
+        raise _UsageError(
+            f"--modes: expected a comma-separated subset of {','.join(MODES)}, got {value!r}"
+        )
+    return modes
+
+
+def _restart(backend, argv):
+    """Runs the command again with KERAS_BACKEND set: Keras reads its
+    backend once, when first imported, and keras_stable imported it."""
+    if importlib.util.find_spec(backend) is None:
+        raise _UsageError(
+            f"the {backend} backend needs the `{backend}` package, which is not installed"
+        )
+    if os.environ.get(_RESTARTED):
+        raise _UsageError(f"could not switch Keras to the {backend} backend")
+    argv = list(argv)
+    env = dict(os.environ, KERAS_BACKEND=backend, **{_RESTARTED: "1"})
+    return subprocess.call([sys.executable, "-m", "keras_stable.audit", *argv], env=env)
+
+
+def _load_model(path, unsafe):
+    if not os.path.isfile(path):
+        raise AuditInputError(f"no such model file: {path}")
+    if not path.endswith(".keras"):
+        raise AuditInputError(
+            f"{path} is not a .keras file (save the model with model.save('model.keras'))"
+        )
+    notes = []
+    try:
+        model = keras.saving.load_model(path, safe_mode=not unsafe)
+    except Exception as error:  # noqa: BLE001 - any failure: the file does not load
+        model = None
+        if "safe_mode" not in str(error):
+            # The model may load without its compiled loss (a custom loss
+            # function that is not registered): audit it without the loss.
+            try:
+                model = keras.saving.load_model(path, safe_mode=not unsafe, compile=False)
+            except Exception:  # noqa: BLE001 - report the first error
+                model = None
+        if model is None:
+            message = _first_line(error)
+            if not unsafe and "safe_mode" in str(error):
+                message = "it holds Python code (a Lambda layer); rerun with --unsafe if you trust the file"
+            raise AuditInputError(f"cannot load the model {path}: {message}") from error
+        reason = _first_line(error).split(". ")[0]
+        notes.append(f"the model's compiled loss could not be restored: {reason}")
+    return model, notes
+
+
+def _loss(spec):
+    """`--loss`: a Keras loss name, or `module:attribute` to import."""
+    if spec is None:
+        return None
+    if ":" not in spec:
+        return spec
+    module_name, _, attribute = spec.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, attribute)
+    except Exception as error:  # noqa: BLE001 - any failure: a bad --loss
+        raise AuditInputError(f"--loss {spec}: cannot import it: {_first_line(error)}") from error
+
+
+def _error(message):
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def main(argv=None):
+    """Runs the command line; returns the exit status (0, 1 or 2)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser().parse_args(argv)
+    try:
+        stress = _stress(args.stress)
+        modes = _modes(args.modes)
+        if args.backend and args.backend != keras.config.backend():
+            rest = [
+                a
+                for n, a in enumerate(argv)
+                if a != "--backend" and (n == 0 or argv[n - 1] != "--backend")
+            ]
+            rest = [a for a in rest if not a.startswith("--backend=")]
+            return _restart(args.backend, rest)
+    except _UsageError as error:
+        return _error(str(error))
+
+    try:
+        model, notes = _load_model(args.model, args.unsafe)
+        x, y = load_batch(args.data)
+        loss = _loss(args.loss)
+        if loss is not None and y is None:
+            raise AuditInputError(f"--loss needs labels: {args.data} holds no `y`")
+        if y is not None and loss is None and getattr(model, "loss", None) is None:
+            notes.append(
+                "the model has no compiled loss: y is ignored, the gradient is that of the sum of the outputs"
+            )
+            y = None
+        report = audit(model, x, y, loss=loss, stress=stress, modes=modes)
+    except AuditInputError as error:
+        return _error(str(error))
+    report.notes.extend(notes)
+    print(report)
+    return EXIT_CLEAN if report.ok else EXIT_FOUND

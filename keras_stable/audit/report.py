@@ -1,0 +1,199 @@
+"""What the audit found: `Finding`, `AuditReport` and the trap catalogue."""
+
+import dataclasses
+
+# One entry per trap the audit can name: what it is, the keras_stable
+# replacement for a layer, for a loss, and the page that explains it.
+TRAPS = {
+    "norm_at_zero": {
+        "title": "norm or sqrt at zero: the gradient x / ||x|| is 0/0",
+        "fix": "keras_stable.ops.safe_norm / layers.SafeNorm",
+        "loss_fix": "keras_stable.losses.MaskedMultiTaskDistance / ops.safe_norm",
+        "doc": "docs/traps/norm-at-zero.md",
+    },
+    "exp_overflow": {
+        "title": "exp of a large input overflows to inf",
+        "fix": "keras_stable.ops.logsumexp / ops.softmax / layers.StableSoftmax",
+        "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy (on the logits)",
+        "doc": "docs/traps/softmax-overflow.md",
+    },
+    "unshifted_softmax": {
+        "title": "hand-written exp(s) / sum(exp(s)): inf / inf",
+        "fix": "keras_stable.ops.softmax / layers.StableSoftmax",
+        "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy (on the logits)",
+        "doc": "docs/traps/softmax-overflow.md",
+    },
+    "zero_times_inf": {
+        "title": "masking by multiplication: 0 x NaN and 0 x inf are NaN",
+        "fix": "keras_stable.ops.masked_task_distance (double where)",
+        "loss_fix": "keras_stable.losses.MaskedMultiTaskDistance (NaN labels are missing)",
+        "doc": "docs/traps/masking.md",
+    },
+    "fully_masked_row": {
+        "title": "a fully masked row: softmax of all -inf is 0/0",
+        "fix": "keras_stable.ops.softmax(mask=...) / layers.StableSoftmax",
+        "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy",
+        "doc": "docs/traps/masking.md",
+    },
+    "epsilon_underflow": {
+        "title": "an epsilon that rounds to 0 in half precision",
+        "fix": "keras_stable.ops.safe_norm / ops.safe_sqrt (no epsilon, float32 inside)",
+        "loss_fix": "keras_stable.losses (computed in float32)",
+        "doc": "docs/traps/half-precision.md",
+    },
+    "unknown": {
+        "title": "not one of the known traps",
+        "fix": "see docs/symptoms.md",
+        "loss_fix": "see docs/symptoms.md",
+        "doc": "docs/symptoms.md",
+    },
+}
+
+STAGES = ("forward", "gradient")
+MODES = ("eager", "compiled")
+
+
+def fix_for(trap, kind="layer"):
+    """The keras_stable replacement for `trap` in a layer or in the loss."""
+    entry = TRAPS[trap]
+    return entry["loss_fix"] if kind == "loss" else entry["fix"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One place where a value or a gradient first turned NaN or inf.
+
+    Attributes:
+        layer: the name of the layer (`"outer/inner"` inside a nested
+            model), of the functional operation, of the loss (`"loss"`), or
+            of the model itself when the non-finite value comes from code in
+            its own `call()` between its layers.
+        stage: `"forward"` (a value) or `"gradient"` (a gradient of the loss).
+        trap: a short id: `"norm_at_zero"`, `"exp_overflow"`,
+            `"zero_times_inf"`, `"epsilon_underflow"`, `"fully_masked_row"`,
+            `"unshifted_softmax"`, or `"unknown"` when the evidence does not
+            point to one of them.
+        fix: the keras_stable replacement.
+        mode: `"eager"` or `"compiled"` (XLA on TensorFlow, `jax.jit` on JAX).
+        probe: `None` for the batch as given, else the stress probe that
+            made it fire (`"zeros"`, `"coincident"`, `"large"`, `"masked"`,
+            `"mixed_float16"`, `"mixed_bfloat16"`).
+        detail: the evidence, in words (which input, how many entries).
+    """
+
+    layer: str
+    stage: str
+    trap: str
+    fix: str
+    mode: str
+    probe: str | None = None
+    detail: str = ""
+
+    def as_dict(self):
+        """The finding as a plain dict (JSON-ready)."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class AuditReport:
+    """The result of `keras_stable.audit.audit`.
+
+    Attributes:
+        findings: list of `Finding`, in the order the runs were made (the
+            batch as given, eager then compiled, then each stress probe).
+        modes: the modes that ran (`"eager"`, `"compiled"`).
+        probes: the stress probes that ran (empty without `stress=True`).
+        notes: what could not run and why (a mode that does not compile, a
+            probe that does not apply to this model).
+        backend: the Keras backend.
+    """
+
+    findings: list = dataclasses.field(default_factory=list)
+    modes: list = dataclasses.field(default_factory=list)
+    probes: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)
+    backend: str = ""
+
+    @property
+    def ok(self):
+        """`True` when no value or gradient went non-finite."""
+        return not self.findings
+
+    def as_dict(self):
+        """The report as a plain dict (JSON-ready)."""
+        return {
+            "ok": self.ok,
+            "backend": self.backend,
+            "modes": list(self.modes),
+            "probes": list(self.probes),
+            "notes": list(self.notes),
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+    def __str__(self):
+        return format_report(self)
+
+
+_COLUMNS = ("layer", "stage", "mode", "probe", "trap", "fix")
+
+
+def _table(rows):
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [str(cell).ljust(width) for cell, width in zip(row, widths)]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    return lines
+
+
+def _groups(findings):
+    """Findings that differ only in mode and probe, together (in order)."""
+    groups = {}
+    for f in findings:
+        groups.setdefault((f.layer, f.stage, f.trap, f.fix), []).append(f)
+    return list(groups.values())
+
+
+def _joined(values):
+    seen = []
+    for value in values:
+        if value not in seen:
+            seen.append(value)
+    return ", ".join(seen)
+
+
+def format_report(report):
+    """`str(report)`: a header, a table (one row per layer, stage and trap,
+    with the modes and probes where it fired), the evidence, the notes."""
+    ran = ", ".join(report.modes) or "no mode"
+    if report.probes:
+        ran += "; probes: " + ", ".join(report.probes)
+    backend = f" on {report.backend}" if report.backend else ""
+    if report.ok:
+        lines = [f"keras_stable audit{backend}: no NaN or inf ({ran})."]
+    else:
+        count = len(report.findings)
+        lines = [
+            f"keras_stable audit{backend}: {count} finding{'s' * (count != 1)} ({ran})",
+            "",
+        ]
+        groups = _groups(report.findings)
+        rows = [_COLUMNS]
+        for group in groups:
+            first = group[0]
+            modes = _joined(f.mode for f in group)
+            probes = _joined(f.probe or "-" for f in group)
+            rows.append((first.layer, first.stage, modes, probes, first.trap, first.fix))
+        lines += _table(rows)
+        lines.append("")
+        for n, group in enumerate(groups, 1):
+            detail = group[0].detail or "no further evidence"
+            lines.append(f"{n}. {group[0].layer}, {group[0].stage}: {detail}")
+        docs = sorted({TRAPS[f.trap]["doc"] for f in report.findings})
+        lines += ["", "Read: " + ", ".join(docs)]
+    if report.notes:
+        lines.append("")
+        lines += [f"note: {note}" for note in report.notes]
+    return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""Contrastive loss of pairs given their distance (TF Addons' formula)."""
+
+from keras_stable._serialization import register
+from keras_stable.common.dtypes import to_float32
+from keras_stable.losses._base import StableLoss
+from keras_stable.ops.metric_learning import check_margin
+from keras_stable.ops.metric_learning import contrastive_loss
+
+
+@register
+class ContrastiveLoss(StableLoss):
+    """Contrastive loss of pairs, given the distance between their embeddings.
+
+    Elementwise `y * d**2 + (1 - y) * max(margin - d, 0)**2` with `y` the
+    0/1 similarity label and `d` the distance: similar pairs are pulled
+    together, dissimilar ones pushed at least `margin` apart; then the
+    Keras `reduction`. The counterpart of `tfa.losses.ContrastiveLoss`
+    (same formula, argument and default).
+
+    This is the thin class over `keras_stable.ops.contrastive_loss`.
+
+    Args:
+        margin: float, the margin (default 1.0).
+        reduction: a Keras reduction: `"sum_over_batch_size"` (default),
+            `"sum"`, `"mean"`, `"mean_with_sample_weight"` or `"none"`.
+        name: optional name of the loss.
+        dtype: dtype of the result, float32 by default.
+
+    Call arguments:
+        y_true: 0/1 labels of shape `(batch,)` (1: similar pair).
+        y_pred: distances of shape `(batch,)` (or `(batch, 1)`).
+        sample_weight: optional `(batch,)` weights.
+
+    Numerical stability:
+        The formula is finite for every finite distance. The trap is the
+        distance fed to it: `norm(a - b)` of two identical embeddings has a
+        NaN gradient (`x / ||x||` at 0). Compute `y_pred` with
+        `keras_stable.ops.safe_norm(a - b, axis=-1)` (0 with a zero
+        gradient) or `keras_stable.layers.SafeNorm`. Computed in float32.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_stable
+    >>> loss = keras_stable.losses.ContrastiveLoss(margin=1.0, reduction="none")
+    >>> np.asarray(loss(np.array([1, 0, 0]), np.array([0.5, 0.5, 2.0], "float32")))
+    array([0.25, 0.25, 0.  ], dtype=float32)
+
+    References:
+        Hadsell, Chopra and LeCun, Dimensionality Reduction by Learning an
+        Invariant Mapping (2006).
+    """
+
+    def __init__(
+        self,
+        margin=1.0,
+        reduction="sum_over_batch_size",
+        name="contrastive_loss",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.margin = check_margin(margin)
+
+    def losses_and_valid(self, y_true, y_pred):
+        # float32 in, float32 out: the per-example losses are not rounded
+        # to the half-precision dtype of a mixed-precision model's output.
+        return contrastive_loss(y_true, to_float32(y_pred), self.margin), None
+
+    def get_config(self):
+        config = super().get_config()
+        config["margin"] = self.margin
+        return config

@@ -1,0 +1,90 @@
+"""InfoNCE / NT-Xent contrastive loss of two views (SimCLR)."""
+
+from keras import ops
+
+from keras_stable._serialization import register
+from keras_stable.losses._base import PerExample
+from keras_stable.losses._base import StableLoss
+from keras_stable.losses._batch_level import batch_presence
+from keras_stable.ops.metric_learning import check_temperature
+from keras_stable.ops.metric_learning import info_nce_terms
+
+
+@register
+class InfoNCELoss(StableLoss):
+    """InfoNCE (NT-Xent) loss of two views of each example, NaN-free.
+
+    `y_pred[0, i]` and `y_pred[1, i]` are two views of example `i` (two
+    augmentations, or an image and its caption). Each of the `2 * batch`
+    embeddings is l2-normalised and scored against the `2 * batch - 1`
+    others by `cos / temperature`; its loss is the cross-entropy of
+    picking its partner view. Example `i`'s loss is the mean of its two
+    views' losses, and the loss is the mean over the examples (SimCLR's
+    NT-Xent; the positives are the pairs, so `y_true` is not read).
+
+    This is the thin class over `keras_stable.ops.info_nce_loss`.
+
+    Args:
+        temperature: float > 0 (default 0.1); `ValueError` otherwise.
+        reduction: a Keras reduction over the examples (pairs of views):
+            `"sum_over_batch_size"` (default), `"sum"`, `"mean"`,
+            `"mean_with_sample_weight"` or `"none"` (`(batch,)` losses).
+        name: optional name of the loss.
+        dtype: dtype of the result, float32 by default.
+
+    Call arguments:
+        y_true: ignored (pass anything with a batch axis, e.g.
+            `np.zeros(batch)`, for `fit`).
+        y_pred: the two views stacked as `(2, batch, dim)`; `ValueError`
+            for any other shape.
+        sample_weight: optional `(batch,)` weights of the examples. An
+            example with weight 0 - or masked by a `(batch,)` or
+            `(2, batch)` Keras mask of `y_pred` - takes no part at all (its
+            views are not candidates for the others either).
+
+    Numerical stability:
+        Built on `keras_stable.ops.log_softmax` with a mask that removes
+        each embedding's similarity to itself, instead of subtracting
+        `1e9` (which overflows float16 to `-inf`, and gives NaN for an
+        all-masked row): finite for every temperature, float16 and
+        bfloat16 included (computed in float32). A zero embedding has
+        similarity 0 to everything and a finite gradient
+        (`keras_stable.ops.l2_normalize`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_stable
+    >>> loss = keras_stable.losses.InfoNCELoss(temperature=1.0)
+    >>> views = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]], "float32")
+    >>> round(float(loss(np.zeros(2), views)), 6)  # log(1 + 2 / e)
+    0.551445
+
+    References:
+        Chen et al., SimCLR (2020), arXiv:2002.05709; van den Oord et al.,
+        CPC (2018), arXiv:1807.03748.
+    """
+
+    def __init__(
+        self,
+        temperature=0.1,
+        reduction="sum_over_batch_size",
+        name="info_nce_loss",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.temperature = check_temperature(temperature)
+
+    def losses_and_valid(self, y_true, y_pred):
+        return info_nce_terms(y_pred, self.temperature)
+
+    def per_example(self, y_true, y_pred, sample_weight=None, mask=None):
+        batch = ops.shape(ops.convert_to_tensor(y_pred))[1]
+        present, sample_weight = batch_presence(sample_weight, mask, batch, views=True)
+        values, valid = info_nce_terms(y_pred, self.temperature, present)
+        return PerExample(values, sample_weight, None, valid)
+
+    def get_config(self):
+        config = super().get_config()
+        config["temperature"] = self.temperature
+        return config

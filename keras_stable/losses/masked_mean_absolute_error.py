@@ -1,0 +1,65 @@
+"""Mean absolute error over the observed labels (NaN marks a missing one)."""
+
+from keras_stable import ops as stable_ops
+from keras_stable._serialization import register
+from keras_stable.losses._base import StableLoss
+from keras_stable.losses._elementwise import mean_over_observed
+
+
+@register
+class MaskedMeanAbsoluteError(StableLoss):
+    """Mean absolute error where NaN in `y_true` marks a missing label.
+
+    Per example, `mean(|y_true - y_pred|)` over the observed entries of the
+    last axis, then the Keras `reduction`. A missing label counts for
+    nothing, exactly: not in the value, not in the mean's denominator, not
+    in the gradient. An example with no observed label is left out of the
+    reduction. Without NaN labels this is `keras.losses.MeanAbsoluteError`,
+    with the same reductions, `sample_weight` and Keras mask.
+
+    This is the thin class over `keras_stable.ops.masked_absolute_error`.
+
+    Args:
+        reduction: a Keras reduction: `"sum_over_batch_size"` (default),
+            `"sum"`, `"mean"`, `"mean_with_sample_weight"` or `"none"`.
+        name: optional name of the loss.
+        dtype: dtype of the result, float32 by default (also under a
+            `mixed_float16` / `mixed_bfloat16` policy).
+
+    Call arguments:
+        y_true: targets, NaN where missing. A rank-1 `y_true` holds one
+            label per example (`(batch,)` labels against `(batch, 1)`
+            predictions are accepted, as in Keras).
+        y_pred: predictions, the shape of `y_true`.
+        sample_weight: optional weights broadcast onto the per-example
+            losses from their leading axes, e.g. `(batch,)`.
+
+    Numerical stability:
+        The NaN label is replaced by the double-where pattern before the
+        subtraction, so its gradient is exactly 0; Keras's
+        `MeanAbsoluteError` returns NaN for such a batch even when the
+        entry's `sample_weight` is 0. An example whose labels are all
+        missing gives 0 with a zero gradient (no `0 / 0`). The gradient at
+        a zero error is 0, as in Keras. Computed in float32.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_stable
+    >>> loss = keras_stable.losses.MaskedMeanAbsoluteError(reduction="none")
+    >>> y_true = np.array([[1.0, np.nan], [np.nan, np.nan], [2.0, -4.0]], "float32")
+    >>> y_pred = np.zeros((3, 2), "float32")
+    >>> np.asarray(loss(y_true, y_pred))
+    array([1., 0., 3.], dtype=float32)
+    """
+
+    def __init__(
+        self,
+        reduction="sum_over_batch_size",
+        name="masked_mean_absolute_error",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def losses_and_valid(self, y_true, y_pred):
+        return mean_over_observed(stable_ops.masked_absolute_error, y_true, y_pred)

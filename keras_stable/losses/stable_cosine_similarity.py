@@ -1,0 +1,112 @@
+"""Negative cosine similarity (Keras's sign), finite at the zero vector."""
+
+from keras import ops
+
+from keras_stable import ops as stable_ops
+from keras_stable._serialization import register
+from keras_stable.common.checks import check_axis
+from keras_stable.common.dtypes import static_shape
+from keras_stable.common.dtypes import to_float32
+from keras_stable.losses._base import StableLoss
+from keras_stable.ops.geometry import rescaled
+
+
+def _same_rank(y_true, y_pred):
+    """Keras's `squeeze_or_expand_to_same_rank` (shapes otherwise broadcast).
+
+    Where the ranks differ by one and the longer side ends in a size-1
+    axis, a rank-1 shorter side is expanded, else the size-1 axis squeezed.
+    """
+    t, p = static_shape(y_true), static_shape(y_pred)
+    if len(t) == len(p) + 1 and t[-1] == 1:
+        if len(p) == 1:
+            y_pred = ops.expand_dims(y_pred, -1)
+        else:
+            y_true = ops.squeeze(y_true, -1)
+    elif len(p) == len(t) + 1 and p[-1] == 1:
+        if len(t) == 1:
+            y_true = ops.expand_dims(y_true, -1)
+        else:
+            y_pred = ops.squeeze(y_pred, -1)
+    return y_true, y_pred
+
+
+@register
+class StableCosineSimilarity(StableLoss):
+    """`-cos(y_true, y_pred)` along `axis`, with a finite gradient at zero.
+
+    The counterpart of `keras.losses.CosineSimilarity`, with its sign:
+    the loss is the *negative* cosine similarity, in [-1, 1], so
+    minimising it aligns the vectors (-1: same direction, 0: orthogonal,
+    or either vector zero, 1: opposite); then the Keras `reduction`.
+
+    This is the thin class over `-keras_stable.ops.cosine_similarity` (the
+    op is `+cos`).
+
+    Args:
+        axis: int, the axis holding the vectors (default -1).
+        reduction: a Keras reduction: `"sum_over_batch_size"` (default),
+            `"sum"`, `"mean"`, `"mean_with_sample_weight"` or `"none"`.
+        name: optional name of the loss.
+        dtype: dtype of the result, float32 by default.
+
+    Call arguments:
+        y_true: target vectors.
+        y_pred: predicted vectors, broadcastable with `y_true`.
+        sample_weight: optional weights, e.g. of shape `(batch,)`.
+
+    Numerical stability:
+        Keras normalises with `x / sqrt(max(sum(x**2), 1e-12))`: the value
+        at a zero vector is 0, but the gradient is NaN under XLA, on JAX
+        and on torch, and `8e6` on TensorFlow eager (`1 / sqrt(1e-12)`
+        times the other vector). Here the loss is
+        `-keras_stable.ops.cosine_similarity` (double where, no epsilon): a
+        zero vector gives 0 and a gradient of exactly 0 with respect to it,
+        every other input Keras's value (clipped to [-1, 1] against
+        round-off). A vector with entries above `2**50` or all below
+        `2**-50` is first divided by its largest magnitude (the cosine is
+        scale invariant), so `[0, 1e-30, 0]` has a finite gradient too.
+        Computed in float32, so float16 vectors with entries around 300
+        (whose squares overflow float16) are exact too.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_stable
+    >>> loss = keras_stable.losses.StableCosineSimilarity(reduction="none")
+    >>> y_true = np.array([[0.0, 1.0], [1.0, 1.0], [1.0, 1.0]], "float32")
+    >>> y_pred = np.array([[0.0, 0.0], [1.0, 1.0], [-1.0, -1.0]], "float32")
+    >>> np.round(np.asarray(loss(y_true, y_pred)), 6)
+    array([ 0., -1.,  1.], dtype=float32)
+    """
+
+    def __init__(
+        self,
+        axis=-1,
+        reduction="sum_over_batch_size",
+        name="stable_cosine_similarity",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.axis = check_axis(axis)
+
+    def losses_and_valid(self, y_true, y_pred):
+        y_pred = to_float32(y_pred)
+        y_true = ops.cast(ops.convert_to_tensor(y_true), y_pred.dtype)
+        y_true, y_pred = _same_rank(y_true, y_pred)
+        # The cosine is scale invariant: `rescaled` only touches vectors
+        # with magnitudes outside [2**-50, 2**50], whose normalisation would
+        # otherwise underflow `||x||**2` in the gradient.
+        rank = max(len(static_shape(y_true)), len(static_shape(y_pred)))
+        check_axis(self.axis, rank)  # a ValueError before any reduction
+        cos = stable_ops.cosine_similarity(
+            rescaled(y_true, self.axis),
+            rescaled(y_pred, self.axis),
+            axis=self.axis,
+        )
+        return 0.0 - cos, None  # +0.0 (not -0.0) at a zero vector
+
+    def get_config(self):
+        config = super().get_config()
+        config["axis"] = self.axis
+        return config

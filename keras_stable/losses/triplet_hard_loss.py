@@ -1,0 +1,114 @@
+"""Batch-hard triplet loss (TF Addons' algorithm)."""
+
+from keras import ops
+
+from keras_stable._serialization import register
+from keras_stable.common.checks import check_bool
+from keras_stable.losses._base import PerExample
+from keras_stable.losses._base import StableLoss
+from keras_stable.losses._batch_level import batch_presence
+from keras_stable.ops.metric_learning import check_distance_metric
+from keras_stable.ops.metric_learning import check_margin
+from keras_stable.ops.metric_learning import hard_triplet_terms
+
+
+@register
+class TripletHardLoss(StableLoss):
+    """Batch-hard triplet loss, NaN-free.
+
+    The counterpart of `tfa.losses.TripletHardLoss` (same arguments, same
+    value on every batch where each anchor has a positive and a negative).
+    For every anchor `a`, the hardest positive `p*` (the farthest sample
+    with its label) and the hardest negative `n*` (the closest sample with
+    another label); the anchor's loss is `max(d(a, p*) - d(a, n*) +
+    margin, 0)`, or `softplus(d(a, p*) - d(a, n*))` with `soft=True` (the
+    margin is then unused, as in TF Addons), and the loss is the mean over
+    the anchors.
+
+    This is the thin class over `keras_stable.ops.triplet_hard_loss`.
+
+    Args:
+        margin: float, the margin (default 1.0).
+        soft: use the soft-margin (softplus) version.
+        distance_metric: `"L2"` (default), `"squared-L2"` or `"angular"`
+            (a callable is rejected: it cannot be serialized).
+        reduction: a Keras reduction over the anchors:
+            `"sum_over_batch_size"` (default) and `"mean"` give the mean
+            over the anchors that have a positive and a negative, `"sum"`
+            the sum, `"mean_with_sample_weight"` the weighted mean, and
+            `"none"` the `(batch,)` anchor losses (0 for an anchor without
+            a positive or a negative).
+        name: optional name of the loss.
+        dtype: dtype of the result, float32 by default.
+
+    Call arguments:
+        y_true: integer class labels of shape `(batch,)` (or `(batch, 1)`).
+        y_pred: embeddings of shape `(batch, dim)`.
+        sample_weight: optional `(batch,)` weights of the anchors. A sample
+            with weight 0 - or masked by the Keras mask of `y_pred` - takes
+            no part at all (neither as an anchor nor as a positive or
+            negative).
+
+    Numerical stability:
+        Distances as in `TripletSemiHardLoss` (exact; 0 with a zero
+        gradient for coincident embeddings). Only anchors with a positive
+        and a negative count, and a batch without any gives 0. TF Addons
+        also averages over anchors without a positive, as if each were its
+        own positive (`d(a, p*) = 0`), and gives `margin` for a batch with
+        a single label. Computed in float32, with static shapes.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_stable
+    >>> loss = keras_stable.losses.TripletHardLoss(margin=1.0)
+    >>> labels = np.array([0, 0, 1], "int32")
+    >>> embeddings = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]], "float32")
+    >>> float(loss(labels, embeddings))  # anchors 0: 5-5+1, 1: 5-0+1
+    3.5
+
+    References:
+        Hermans et al., In Defense of the Triplet Loss for Person
+        Re-Identification (2017), arXiv:1703.07737.
+    """
+
+    def __init__(
+        self,
+        margin=1.0,
+        soft=False,
+        distance_metric="L2",
+        reduction="sum_over_batch_size",
+        name="triplet_hard_loss",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.margin = check_margin(margin)
+        self.soft = check_bool(soft, "soft")
+        self.distance_metric = check_distance_metric(distance_metric)
+
+    def losses_and_valid(self, y_true, y_pred):
+        return hard_triplet_terms(y_true, y_pred, self.margin, self.soft, self.distance_metric)
+
+    def per_example(self, y_true, y_pred, sample_weight=None, mask=None):
+        batch = ops.shape(ops.convert_to_tensor(y_pred))[0]
+        present, sample_weight = batch_presence(sample_weight, mask, batch)
+        values, valid = hard_triplet_terms(
+            y_true,
+            y_pred,
+            self.margin,
+            self.soft,
+            self.distance_metric,
+            present,
+        )
+        return PerExample(values, sample_weight, None, valid)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "margin": self.margin,
+                "soft": self.soft,
+                "distance_metric": self.distance_metric,
+            }
+        )
+        return config

@@ -1,0 +1,88 @@
+"""The Kullback-Leibler divergence to a softmax, in logit space."""
+
+from keras import ops
+
+from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_same_shape
+from keras_stable.common.checks import prepare_mask
+from keras_stable.common.dtypes import compute_dtype_of
+from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import static_shape
+from keras_stable.ops.cross_entropy import softmax_scores
+from keras_stable.ops.cross_entropy import warn_if_probabilities
+from keras_stable.ops.softmax import _safe_log
+from keras_stable.ops.softmax import shifted_logits
+
+_INF = float("inf")
+
+
+def kl_divergence(labels, logits, axis=-1, mask=None, from_logits=True):
+    """Per-example `KL(labels || softmax(logits))` over `axis`.
+
+    `sum(labels * (log(labels) - log_softmax(logits)), axis)`, a zero label
+    contributing 0 (`0 log 0 = 0`).
+
+    Args:
+        labels: the target distribution (probabilities), same shape as
+            `logits`.
+        logits: unnormalised log-probabilities of the model's distribution.
+        axis: int, the class axis.
+        mask: optional boolean tensor broadcastable to `logits`; `False`
+            classes are removed from the softmax.
+        from_logits: whether `logits` holds logits (default) or
+            probabilities, renormalised over `axis` and read as in
+            `softmax_cross_entropy` (no epsilon clip; `keras.losses.KLDivergence`
+            takes probabilities and clips both sides to `[1e-7, 1]`).
+
+    Returns:
+        The divergence per example (`axis` reduced), in the float dtype of
+        `logits`.
+
+    Numerical stability:
+        The model's log-probabilities are the log-softmax (shifted by the
+        largest valid logit), never the `log` of a rounded probability: the
+        logits `[0, 30, -30]` against the target `[1, 0, 0]` give 30.0, where
+        clipping the softmax output at `1e-7` gives 16.1. A zero label
+        contributes exactly 0 with a zero gradient (a double where keeps
+        `log(0)` and its infinite derivative out), also on a masked or
+        `-inf` class; a nonzero label there gives `+inf`, the true
+        divergence. An example with no class left gives 0. A negative or NaN
+        label gives NaN. Half precision is computed in float32.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> labels = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]], "float32")
+    >>> logits = np.array([[0.0, 30.0, -30.0], [0.0, 0.0, -np.inf]], "float32")
+    >>> np.round(np.asarray(ops.kl_divergence(labels, logits)), 6)
+    array([30.,  0.], dtype=float32)
+    """
+    warn_if_probabilities(logits, from_logits, "kl_divergence")
+    logits, out_dtype = softmax_scores(logits, from_logits, axis)
+    labels = ops.convert_to_tensor(labels)
+    check_same_shape(labels, logits, "labels", "logits")
+    axis = check_axis(axis, len(static_shape(logits)))
+    compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
+    logits = ops.cast(logits, compute)
+    labels = ops.cast(labels, compute)
+    mask = prepare_mask(mask, logits)
+
+    valid, z, total, _ = shifted_logits(logits, axis, mask)
+    nonempty, log_total = _safe_log(total)
+    zeros = ops.zeros_like(logits)
+    log_q = ops.where(valid, z - log_total, zeros)
+    positive = ops.greater(labels, 0)
+    log_labels = ops.log(ops.where(positive, labels, ops.ones_like(labels)))
+    terms = ops.where(positive, labels * (log_labels - log_q), zeros)
+    # A nonzero label on a class the model cannot produce: +inf.
+    impossible = ops.where(positive, ops.full_like(zeros, _INF), zeros)
+    terms = ops.where(valid, terms, impossible)
+    terms = ops.where(
+        ops.greater_equal(labels, 0), terms, ops.full_like(zeros, float("nan"))
+    )
+    loss = ops.sum(terms, axis=axis)
+    loss = ops.where(
+        ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss)
+    )
+    return ops.cast(loss, out_dtype)

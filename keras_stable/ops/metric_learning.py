@@ -1,0 +1,480 @@
+"""Metric-learning losses (TF Addons' algorithms) with static shapes.
+
+The public functions are the functional twins of the loss classes in
+`keras_stable.losses`; the `*_terms` functions return the unreduced terms
+and which of them count, for the classes' reductions.
+"""
+
+import numbers
+
+from keras import ops
+
+from keras_stable.common.checks import check_bool
+from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import is_float
+from keras_stable.common.dtypes import result_float_dtype
+from keras_stable.common.dtypes import static_shape
+from keras_stable.common.dtypes import to_float32
+from keras_stable.ops.geometry import pairwise_distance
+from keras_stable.ops.geometry import rescaled
+from keras_stable.ops.norms import l2_normalize
+from keras_stable.ops.softmax import log_softmax
+
+DISTANCE_METRICS = ("L2", "squared-L2", "angular")
+
+_INF = float("inf")
+
+
+# --- argument checks -----------------------------------------------------
+
+
+def check_margin(margin, name="margin"):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+        raise ValueError(
+            f"`{name}` must be a float, got {margin!r} of type {type(margin).__name__}."
+        )
+    return float(margin)
+
+
+def check_temperature(temperature):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or not float(temperature) > 0
+        or float(temperature) == _INF
+    ):
+        raise ValueError(
+            f"`temperature` must be a finite float > 0, got temperature={temperature!r}."
+        )
+    return float(temperature)
+
+
+def check_distance_metric(distance_metric):
+    if not isinstance(distance_metric, str) or (distance_metric not in DISTANCE_METRICS):
+        raise ValueError(
+            f"Invalid `distance_metric`={distance_metric!r}: expected one of "
+            f"{list(DISTANCE_METRICS)}. (TF Addons also accepts a callable; "
+            "keras_stable does not, so that every loss serializes: compute "
+            "custom distances with `keras_stable.ops.pairwise_distance`.)"
+        )
+    return distance_metric
+
+
+def prepare_labels_and_embeddings(labels, embeddings):
+    """Checks `(batch,)` labels against `(batch, dim)` embeddings.
+
+    Returns the labels (a `(batch, 1)` label tensor is squeezed) and the
+    embeddings in float32 (float64 stays). Integer labels are used as
+    they are; float labels (Keras's data adapters may hand integer targets
+    over as floats) are compared exactly, as TF Addons compares them.
+    """
+    labels = ops.convert_to_tensor(labels)
+    embeddings = ops.convert_to_tensor(embeddings)
+    e_shape = static_shape(embeddings)
+    if len(e_shape) != 2 or e_shape[1] is None:
+        raise ValueError(
+            "`y_pred` must hold embeddings of shape (batch, dim) with a "
+            f"static dim, got y_pred.shape={e_shape}."
+        )
+    if not is_float(dtype_of(embeddings)):
+        raise ValueError(f"`y_pred` must hold float embeddings, got dtype {dtype_of(embeddings)}.")
+    l_shape = static_shape(labels)
+    if len(l_shape) == 2 and l_shape[1] == 1:
+        labels = ops.squeeze(labels, axis=1)
+    dtype = dtype_of(labels)
+    numeric = dtype.startswith(("int", "uint")) or is_float(dtype)
+    if len(static_shape(labels)) != 1 or not numeric:
+        raise ValueError(
+            "`y_true` must hold integer class labels of shape (batch,), got "
+            f"y_true.shape={l_shape} with dtype {dtype}."
+        )
+    n_labels, n_rows = static_shape(labels)[0], e_shape[0]
+    if None not in (n_labels, n_rows) and n_labels != n_rows:
+        raise ValueError(
+            "`y_true` must hold one label per embedding: got "
+            f"y_true.shape={l_shape} and y_pred.shape={e_shape}."
+        )
+    return labels, to_float32(embeddings)
+
+
+def _present(present, embeddings):
+    """Zeroes the rows of absent samples (a NaN there never reaches the
+    arithmetic, nor the gradient) and returns `(embeddings, present)`."""
+    if present is None:
+        return embeddings, None
+    present = ops.cast(present, "bool")
+    rows = ops.expand_dims(present, -1)
+    embeddings = ops.where(rows, embeddings, ops.zeros_like(embeddings))
+    return embeddings, present
+
+
+def embedding_distances(embeddings, distance_metric="L2"):
+    """The `[batch, batch]` distances of TF Addons' `distance_metric`.
+
+    `"L2"`: Euclidean, `"squared-L2"`: squared Euclidean (both
+    `pairwise_distance`: exact, 0 with a zero gradient for coincident
+    embeddings); `"angular"`: `1 - cos` of the l2-normalised embeddings,
+    computed as `||u_i - u_j||**2 / 2` of the unit vectors (exact for small
+    angles, 0 with a zero gradient for parallel embeddings), and 1 where
+    either embedding is the zero vector (TF Addons' value there).
+    """
+    distance_metric = check_distance_metric(distance_metric)
+    if distance_metric == "L2":
+        return pairwise_distance(embeddings)
+    if distance_metric == "squared-L2":
+        return pairwise_distance(embeddings, squared=True)
+    unit = l2_normalize(rescaled(embeddings), axis=-1)
+    half_sq = 0.5 * pairwise_distance(unit, squared=True)
+    nonzero = ops.any(ops.not_equal(embeddings, 0), axis=-1)
+    both = ops.logical_and(ops.expand_dims(nonzero, 1), ops.expand_dims(nonzero, 0))
+    return ops.where(both, half_sq, ops.ones_like(half_sq))
+
+
+def _pair_masks(labels, present):
+    """`(positive, negative)` `[batch, batch]` masks over present samples."""
+    same = ops.equal(ops.expand_dims(labels, 1), ops.expand_dims(labels, 0))
+    index = ops.arange(ops.shape(labels)[0])
+    diagonal = ops.equal(ops.expand_dims(index, 1), ops.expand_dims(index, 0))
+    positive = ops.logical_and(same, ops.logical_not(diagonal))
+    negative = ops.logical_not(same)
+    if present is not None:
+        both = ops.logical_and(ops.expand_dims(present, 1), ops.expand_dims(present, 0))
+        positive = ops.logical_and(positive, both)
+        negative = ops.logical_and(negative, both)
+    return positive, negative
+
+
+# --- triplet losses ----------------------------------------------------------
+
+
+def semihard_triplet_terms(labels, embeddings, margin=1.0, distance_metric="L2", present=None):
+    """The semi-hard triplet loss of each (anchor, positive) pair.
+
+    Returns `(values, valid)`, both `[batch, batch]`: `values[a, p] =
+    max(d(a, p) - d(a, n) + margin, 0)` with `n` the semi-hard negative of
+    the pair (TF Addons: the closest negative farther than `d(a, p)`, else
+    the farthest negative), and `valid[a, p]` true for the pairs that count
+    (same label, `a != p`, both present, `a` has a negative). `values` is 0
+    where not valid.
+    """
+    margin = check_margin(margin)
+    labels, embeddings = prepare_labels_and_embeddings(labels, embeddings)
+    embeddings, present = _present(present, embeddings)
+    dist = embedding_distances(embeddings, distance_metric)
+    positive, negative = _pair_masks(labels, present)
+    # The choice of the negative carries no gradient (the gradient flows
+    # into the chosen distance through `take_along_axis`), so the
+    # [anchor, positive, negative] comparison is computed without it.
+    fixed = ops.stop_gradient(dist)
+    d_an = ops.expand_dims(fixed, 1)  # [a, 1, n]
+    d_ap = ops.expand_dims(fixed, 2)  # [a, p, 1]
+    outside = ops.logical_and(ops.expand_dims(negative, 1), ops.greater(d_an, d_ap))
+    has_outside = ops.any(outside, axis=2)
+    inf = ops.full_like(fixed, _INF)
+    closest_outside = ops.argmin(ops.where(outside, d_an, ops.expand_dims(inf, 1)), axis=2)
+    farthest = ops.argmax(ops.where(negative, fixed, -inf), axis=1)
+    chosen = ops.where(has_outside, closest_outside, ops.expand_dims(farthest, 1))
+    d_neg = ops.take_along_axis(dist, ops.cast(chosen, "int32"), axis=1)
+    loss = ops.maximum(dist - d_neg + margin, 0.0)
+    has_negative = ops.any(negative, axis=1, keepdims=True)
+    valid = ops.logical_and(positive, has_negative)
+    return ops.where(valid, loss, ops.zeros_like(loss)), valid
+
+
+def hard_triplet_terms(
+    labels,
+    embeddings,
+    margin=1.0,
+    soft=False,
+    distance_metric="L2",
+    present=None,
+):
+    """The batch-hard triplet loss of each anchor.
+
+    Returns `(values, valid)`, both `[batch]`: `values[a] = max(d(a, p*) -
+    d(a, n*) + margin, 0)` (`softplus(d(a, p*) - d(a, n*))` with
+    `soft=True`) with `p*` the farthest positive and `n*` the closest
+    negative of `a`, and `valid[a]` true for the present anchors with at
+    least one positive and one negative. `values` is 0 where not valid.
+    """
+    margin = check_margin(margin)
+    soft = check_bool(soft, "soft")
+    labels, embeddings = prepare_labels_and_embeddings(labels, embeddings)
+    embeddings, present = _present(present, embeddings)
+    dist = embedding_distances(embeddings, distance_metric)
+    positive, negative = _pair_masks(labels, present)
+    has_positive = ops.any(positive, axis=1)
+    has_negative = ops.any(negative, axis=1)
+    # Double where: an anchor without positives (or negatives) must not
+    # see `-inf - inf`; its term is replaced by 0 before the subtraction.
+    inf = ops.full_like(dist, _INF)
+    hardest_positive = ops.max(ops.where(positive, dist, -inf), axis=1)
+    hardest_negative = ops.min(ops.where(negative, dist, inf), axis=1)
+    valid = ops.logical_and(has_positive, has_negative)
+    zero = ops.zeros_like(hardest_positive)
+    gap = ops.where(valid, hardest_positive, zero) - ops.where(valid, hardest_negative, zero)
+    if soft:
+        loss = ops.softplus(gap)
+    else:
+        loss = ops.maximum(gap + margin, 0.0)
+    return ops.where(valid, loss, ops.zeros_like(loss)), valid
+
+
+def _mean_over_valid(values, valid, like):
+    total = ops.sum(values)
+    count = ops.sum(ops.cast(valid, values.dtype))
+    out_dtype = result_float_dtype(dtype_of(like))
+    return ops.cast(ops.divide_no_nan(total, count), out_dtype)
+
+
+def triplet_semihard_loss(labels, embeddings, margin=1.0, distance_metric="L2"):
+    """Triplet loss with semi-hard negative mining (TF Addons' algorithm).
+
+    For every pair of an anchor `a` and a positive `p` (same label,
+    `a != p`), the semi-hard negative `n` is the closest negative with
+    `d(a, n) > d(a, p)`, or, if there is none, the farthest negative; the
+    loss is the mean over those pairs of `max(d(a, p) - d(a, n) + margin,
+    0)`. This is `tfa.losses.triplet_semihard_loss`, re-implemented with
+    static shapes (`keras.ops`, XLA-safe, no `boolean_mask`).
+
+    Args:
+        labels: `(batch,)` integer class labels.
+        embeddings: `(batch, dim)` float embeddings (TF Addons expects
+            them l2-normalised; nothing here requires it).
+        margin: float, the margin.
+        distance_metric: `"L2"` (default), `"squared-L2"` or `"angular"`
+            (`1 - cos` of the l2-normalised embeddings).
+
+    Returns:
+        A scalar in the float dtype of `embeddings` (computed in float32).
+
+    Numerical stability:
+        The distances are `pairwise_distance`: exact, and 0 with a zero
+        gradient for coincident embeddings (duplicated points, collapsed
+        or all-zero embeddings), where TF Addons' `sqrt(d2 + 1e-16)` gives
+        finite but `1e8`-sized gradients, or NaN under XLA for a zero
+        vector. A batch without any positive pair gives 0 (TF Addons:
+        `0/0 = NaN`); a batch without negatives (a single label) gives 0
+        (TF Addons: `margin + mean d(a, p)`, an artefact of its masked
+        maximum). Memory is `O(batch**3)` booleans for the mining, as in
+        TF Addons; the gradient needs `O(batch**2)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> labels = np.array([0, 0], "int32")
+    >>> embeddings = np.array([[0.0, 1.0], [1.0, 0.0]], "float32")
+    >>> round(float(ops.triplet_semihard_loss(labels, embeddings)), 6)
+    0.0
+
+    References:
+        Schroff et al., FaceNet (2015), arXiv:1503.03832; TF Addons,
+        `tfa.losses.triplet_semihard_loss`.
+    """
+    values, valid = semihard_triplet_terms(labels, embeddings, margin, distance_metric)
+    return _mean_over_valid(values, valid, ops.convert_to_tensor(embeddings))
+
+
+def triplet_hard_loss(labels, embeddings, margin=1.0, soft=False, distance_metric="L2"):
+    """Batch-hard triplet loss (TF Addons' algorithm).
+
+    For every anchor, the hardest positive (farthest, same label) and the
+    hardest negative (closest, other label); the loss is the mean over
+    anchors of `max(d(a, p*) - d(a, n*) + margin, 0)`, or of
+    `softplus(d(a, p*) - d(a, n*))` with `soft=True` (the margin is then
+    unused, as in TF Addons). This is `tfa.losses.triplet_hard_loss`
+    with static shapes.
+
+    Args:
+        labels: `(batch,)` integer class labels.
+        embeddings: `(batch, dim)` float embeddings.
+        margin: float, the margin.
+        soft: use the soft-margin (softplus) version.
+        distance_metric: `"L2"` (default), `"squared-L2"` or `"angular"`.
+
+    Returns:
+        A scalar in the float dtype of `embeddings` (computed in float32).
+
+    Numerical stability:
+        Distances as in `triplet_semihard_loss` (exact, zero gradient at
+        coincident embeddings). Only anchors with at least one positive and
+        one negative count; a batch with none gives 0. TF Addons also
+        averages over anchors without a positive, as if the anchor were its
+        own positive (`d(a, p*) = 0`), and gives `margin` for a batch with
+        a single label.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> labels = np.array([0, 0, 1], "int32")
+    >>> embeddings = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]], "float32")
+    >>> float(ops.triplet_hard_loss(labels, embeddings))
+    3.5
+
+    References:
+        Hermans et al., In Defense of the Triplet Loss for Person
+        Re-Identification (2017), arXiv:1703.07737; TF Addons,
+        `tfa.losses.triplet_hard_loss`.
+    """
+    values, valid = hard_triplet_terms(labels, embeddings, margin, soft, distance_metric)
+    return _mean_over_valid(values, valid, ops.convert_to_tensor(embeddings))
+
+
+# --- contrastive losses ------------------------------------------------------
+
+
+def contrastive_loss(labels, distances, margin=1.0):
+    """Contrastive loss of pairs given their distance (TF Addons' formula).
+
+    `labels * d**2 + (1 - labels) * max(margin - d, 0)**2`, elementwise:
+    similar pairs (label 1) are pulled together, dissimilar pairs (label 0)
+    pushed at least `margin` apart.
+
+    Args:
+        labels: 0/1 similarity labels (integers, booleans or floats), of
+            the shape of `distances` (a trailing size-1 axis on either
+            side is matched, as Keras does).
+        distances: float distances between the two embeddings of each pair.
+        margin: float, the margin.
+
+    Returns:
+        The elementwise losses, in the float dtype of `distances`.
+
+    Numerical stability:
+        The formula itself is finite for any finite distance (an infinite
+        distance gives 0 for a dissimilar pair, `inf` for a similar one).
+        The trap is upstream: the distance of two identical embeddings,
+        `norm(a - b)`, has a NaN gradient. Compute it with
+        `keras_stable.ops.safe_norm(a - b, axis=-1)` (0 with a zero
+        gradient) rather than `keras.ops.norm` or `tf.norm`.
+        float16/bfloat16 are computed in float32.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> np.asarray(ops.contrastive_loss(np.array([1, 0, 0]), np.array([0.5, 0.5, 2.0], "float32")))
+    array([0.25, 0.25, 0.  ], dtype=float32)
+
+    References:
+        Hadsell, Chopra and LeCun, Dimensionality Reduction by Learning an
+        Invariant Mapping (2006); TF Addons, `tfa.losses.contrastive_loss`.
+    """
+    margin = check_margin(margin)
+    distances = ops.convert_to_tensor(distances)
+    labels = ops.convert_to_tensor(labels)
+    out_dtype = result_float_dtype(dtype_of(distances))
+    distances = to_float32(distances)
+    labels = ops.cast(labels, distances.dtype)
+    t, p = static_shape(labels), static_shape(distances)
+    if len(p) == len(t) + 1 and p[-1] == 1:
+        distances = ops.squeeze(distances, axis=-1)
+    elif len(t) == len(p) + 1 and t[-1] == 1:
+        labels = ops.squeeze(labels, axis=-1)
+    if static_shape(labels) != static_shape(distances):
+        raise ValueError(
+            "`y_true` (labels) and `y_pred` (distances) must have the same "
+            f"shape, got y_true.shape={t} and y_pred.shape={p}."
+        )
+    gap = ops.maximum(margin - distances, 0.0)
+    loss = labels * ops.square(distances) + (1.0 - labels) * ops.square(gap)
+    return ops.cast(loss, out_dtype)
+
+
+def prepare_views(views):
+    """Checks `(2, batch, dim)` views; returns them in float32."""
+    views = ops.convert_to_tensor(views)
+    shape = static_shape(views)
+    if len(shape) != 3 or shape[0] != 2 or shape[2] is None:
+        raise ValueError(
+            "`y_pred` must hold two views stacked as (2, batch, dim) with a "
+            f"static dim, got y_pred.shape={shape}."
+        )
+    if not is_float(dtype_of(views)):
+        raise ValueError(f"`y_pred` must hold float embeddings, got dtype {dtype_of(views)}.")
+    return to_float32(views)
+
+
+def info_nce_terms(views, temperature=0.1, present=None):
+    """The NT-Xent loss of each pair of views.
+
+    Returns `(values, valid)`, both `[batch]`: `values[i]` is the mean of
+    the two directions' cross-entropies `-log softmax(s / temperature)` at
+    the other view of example `i`, over the `2 * batch - 1` candidates
+    other than itself; `valid` is `present` (or None).
+    """
+    temperature = check_temperature(temperature)
+    views = prepare_views(views)
+    batch = ops.shape(views)[1]
+    dim = static_shape(views)[2]
+    if present is not None:
+        present = ops.cast(present, "bool")
+        views = ops.where(ops.reshape(present, (1, -1, 1)), views, ops.zeros_like(views))
+    # Rows 0..B-1 are the first views, B..2B-1 the second ones.
+    unit = l2_normalize(rescaled(ops.reshape(views, (-1, dim))), axis=-1)
+    logits = ops.matmul(unit, ops.transpose(unit)) / temperature
+    index = ops.arange(2 * batch)
+    not_self = ops.not_equal(ops.expand_dims(index, 1), ops.expand_dims(index, 0))
+    mask = not_self
+    if present is not None:
+        candidates = ops.concatenate([present, present], axis=0)
+        mask = ops.logical_and(mask, ops.expand_dims(candidates, 0))
+    # The self-similarity (and absent candidates) leave the softmax through
+    # its mask, not through `-1e9` or `-inf` logits: nothing overflows in
+    # float16 and the masked entries get a zero gradient.
+    log_probs = log_softmax(logits, axis=-1, mask=mask)
+    partner = ops.concatenate([index[batch:], index[:batch]], axis=0)
+    picked = ops.take_along_axis(log_probs, ops.expand_dims(partner, 1), axis=1)[:, 0]
+    per_view = -ops.reshape(picked, (2, -1))
+    values = 0.5 * (per_view[0] + per_view[1])
+    if present is None:
+        return values, None
+    return ops.where(present, values, ops.zeros_like(values)), present
+
+
+def info_nce_loss(views, temperature=0.1):
+    """InfoNCE / NT-Xent loss of two views of a batch (SimCLR).
+
+    `views[0, i]` and `views[1, i]` are two views (augmentations, or an
+    image and its caption) of example `i`. Each of the `2 * batch`
+    embeddings is l2-normalised and scored against the `2 * batch - 1`
+    others by cosine similarity over `temperature`; its loss is the
+    cross-entropy of picking its partner view. The result is the mean over
+    the `2 * batch` embeddings (Chen et al.'s NT-Xent).
+
+    Args:
+        views: float tensor of shape `(2, batch, dim)`.
+        temperature: float > 0 (default 0.1).
+
+    Returns:
+        A scalar in the float dtype of `views` (computed in float32).
+
+    Numerical stability:
+        Built on `keras_stable.ops.log_softmax` with a mask that removes the
+        self-similarity: no `-1e9` (which is `-inf` in float16 and NaN
+        after `-inf - (-inf)`) and no `exp` overflow, whatever the
+        temperature. The normalisation is `l2_normalize`: a zero embedding
+        has similarity 0 to everything and a finite (zero) gradient.
+        float16/bfloat16 are computed in float32. A batch of one pair gives
+        0 (its only candidate is the partner).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> views = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]], "float32")
+    >>> round(float(ops.info_nce_loss(views, temperature=1.0)), 6)
+    0.551445
+
+    References:
+        Chen et al., A Simple Framework for Contrastive Learning of Visual
+        Representations (SimCLR, 2020), arXiv:2002.05709; van den Oord et
+        al., Representation Learning with Contrastive Predictive Coding
+        (2018), arXiv:1807.03748.
+    """
+    views_t = ops.convert_to_tensor(views)
+    values, _ = info_nce_terms(views_t, temperature)
+    out_dtype = result_float_dtype(dtype_of(views_t))
+    return ops.cast(ops.mean(values), out_dtype)
