@@ -16,7 +16,8 @@ PUBLIC_OPS = [
     "sparse_softmax_cross_entropy", "sigmoid_cross_entropy", "masked_task_distance",
     "poisson_nll", "gaussian_nll", "masked_squared_error", "masked_absolute_error", "masked_huber",
     "pairwise_distance", "safe_std", "triplet_semihard_loss", "triplet_hard_loss",
-    "contrastive_loss", "info_nce_loss",
+    "contrastive_loss", "info_nce_loss", "kl_divergence", "sigmoid_focal_cross_entropy",
+    "softmax_focal_cross_entropy", "linear_softmax_cross_entropy",
 ]
 
 
