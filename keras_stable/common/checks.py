@@ -237,3 +237,31 @@ def _check_unit(value, name, per_class):
     if not 0.0 <= value <= 1.0:
         raise ValueError(f"`{name}` must be in [0, 1], got {name}={value}.")
     return value
+
+
+def align_ranks(y_true, y_pred, what="y_pred", check=True):
+    """Keras's `squeeze_or_expand_to_same_rank` for a loss's two inputs.
+
+    Where the ranks differ by one and the longer side ends in a size-1 axis,
+    a rank-1 shorter side is expanded (`(batch,)` labels for `(batch, 1)`
+    predictions) and otherwise the size-1 axis is squeezed, as Keras's
+    losses do. With `check`, a `ValueError` unless the shapes then match
+    (`what` names the predictions in the message).
+    """
+    t, p = static_shape(y_true), static_shape(y_pred)
+    if len(p) == len(t) + 1 and p[-1] == 1:
+        if len(t) == 1:
+            y_true = ops.expand_dims(y_true, -1)
+        else:
+            y_pred = ops.squeeze(y_pred, -1)
+    elif len(t) == len(p) + 1 and t[-1] == 1:
+        if len(p) == 1:
+            y_pred = ops.expand_dims(y_pred, -1)
+        else:
+            y_true = ops.squeeze(y_true, -1)
+    if check and static_shape(y_true) != static_shape(y_pred):
+        raise ValueError(
+            f"`y_true` and `{what}` must have the same shape, got "
+            f"y_true.shape={t} and {what}.shape={p}."
+        )
+    return y_true, y_pred

@@ -8,35 +8,9 @@ helpers do the same, with a mean that can count only observed entries.
 from keras import ops
 
 from keras_stable import ops as stable_ops
+from keras_stable.common.checks import align_ranks
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
-
-
-def align_ranks(y_true, y_pred, what="y_pred"):
-    """Keras's rank alignment, then a `ValueError` unless the shapes match.
-
-    Where the ranks differ by one and the longer side ends in a size-1 axis,
-    a rank-1 shorter side is expanded (`(batch,)` labels for `(batch, 1)`
-    predictions) and otherwise the size-1 axis is squeezed, as Keras's
-    regression losses do. `what` names the predictions in the message.
-    """
-    t, p = static_shape(y_true), static_shape(y_pred)
-    if len(p) == len(t) + 1 and p[-1] == 1:
-        if len(t) == 1:
-            y_true = ops.expand_dims(y_true, -1)
-        else:
-            y_pred = ops.squeeze(y_pred, -1)
-    elif len(t) == len(p) + 1 and t[-1] == 1:
-        if len(p) == 1:
-            y_pred = ops.expand_dims(y_pred, -1)
-        else:
-            y_true = ops.squeeze(y_true, -1)
-    if static_shape(y_true) != static_shape(y_pred):
-        raise ValueError(
-            f"`y_true` and `{what}` must have the same shape, got "
-            f"y_true.shape={t} and {what}.shape={p}."
-        )
-    return y_true, y_pred
 
 
 def mean_over_last_axis(values, observed=None):

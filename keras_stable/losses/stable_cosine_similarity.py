@@ -4,31 +4,12 @@ from keras import ops
 
 from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
+from keras_stable.common.checks import align_ranks
 from keras_stable.common.checks import check_axis
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
 from keras_stable.ops.geometry import rescaled
-
-
-def _same_rank(y_true, y_pred):
-    """Keras's `squeeze_or_expand_to_same_rank` (shapes otherwise broadcast).
-
-    Where the ranks differ by one and the longer side ends in a size-1
-    axis, a rank-1 shorter side is expanded, else the size-1 axis squeezed.
-    """
-    t, p = static_shape(y_true), static_shape(y_pred)
-    if len(t) == len(p) + 1 and t[-1] == 1:
-        if len(p) == 1:
-            y_pred = ops.expand_dims(y_pred, -1)
-        else:
-            y_true = ops.squeeze(y_true, -1)
-    elif len(p) == len(t) + 1 and p[-1] == 1:
-        if len(t) == 1:
-            y_true = ops.expand_dims(y_true, -1)
-        else:
-            y_pred = ops.squeeze(y_pred, -1)
-    return y_true, y_pred
 
 
 @register
@@ -93,7 +74,7 @@ class StableCosineSimilarity(StableLoss):
     def losses_and_valid(self, y_true, y_pred):
         y_pred = to_float32(y_pred)
         y_true = ops.cast(ops.convert_to_tensor(y_true), y_pred.dtype)
-        y_true, y_pred = _same_rank(y_true, y_pred)
+        y_true, y_pred = align_ranks(y_true, y_pred, check=False)
         # The cosine is scale invariant: `rescaled` only touches vectors
         # with magnitudes outside [2**-50, 2**50], whose normalisation would
         # otherwise underflow `||x||**2` in the gradient.

@@ -2,10 +2,10 @@
 
 from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
+from keras_stable.common.checks import align_ranks
 from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
-from keras_stable.losses._elementwise import align_ranks
 from keras_stable.losses._elementwise import mean_over_last_axis
 
 

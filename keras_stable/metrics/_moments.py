@@ -28,34 +28,13 @@ inside `update_state` (replica context: each replica reads its own).
 
 from keras import ops
 
-from keras_stable.common.dtypes import static_shape
+from keras_stable.common.checks import align_ranks
 from keras_stable.common.dtypes import to_float32
 from keras_stable.common.reduction import align_weights
 from keras_stable.ops.division import safe_divide
 
 # float32 machine epsilon: the relative rounding of one operation.
 EPS = 2.0**-23
-
-
-def same_rank(y_true, y_pred):
-    """Keras's `squeeze_or_expand_to_same_rank`, then a shape check."""
-    t, p = static_shape(y_true), static_shape(y_pred)
-    if len(t) == len(p) + 1 and t[-1] == 1:
-        if len(p) == 1:
-            y_pred = ops.expand_dims(y_pred, -1)
-        else:
-            y_true = ops.squeeze(y_true, -1)
-    elif len(p) == len(t) + 1 and p[-1] == 1:
-        if len(t) == 1:
-            y_true = ops.expand_dims(y_true, -1)
-        else:
-            y_pred = ops.squeeze(y_pred, -1)
-    if static_shape(y_true) != static_shape(y_pred):
-        raise ValueError(
-            "`y_true` and `y_pred` must have the same shape, got "
-            f"y_true.shape={t} and y_pred.shape={p}."
-        )
-    return y_true, y_pred
 
 
 def prepare(y_true, y_pred, sample_weight=None, mask=None):
@@ -68,7 +47,7 @@ def prepare(y_true, y_pred, sample_weight=None, mask=None):
     """
     y_pred = to_float32(y_pred)
     y_true = ops.cast(ops.convert_to_tensor(y_true), y_pred.dtype)
-    t, p = same_rank(y_true, y_pred)
+    t, p = align_ranks(y_true, y_pred)
     w = ops.ones_like(t)
     if sample_weight is not None:
         w = w * ops.cast(align_weights(sample_weight, t), t.dtype)

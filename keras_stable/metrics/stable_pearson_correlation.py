@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_stable._serialization import register
+from keras_stable.common.checks import align_ranks
 from keras_stable.common.checks import check_axis
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.reduction import keras_mask_of
@@ -95,7 +96,7 @@ class StablePearsonCorrelation(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         mask = keras_mask_of(y_pred)
         y_pred = ops.convert_to_tensor(y_pred)
-        y_true, y_pred = _moments.same_rank(ops.convert_to_tensor(y_true), y_pred)
+        y_true, y_pred = align_ranks(ops.convert_to_tensor(y_true), y_pred)
         rank = len(static_shape(y_pred))
         axes = self._axes(rank)
         if 0 not in axes:

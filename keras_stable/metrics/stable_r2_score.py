@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_stable._serialization import register
+from keras_stable.common.checks import align_ranks
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.metrics import _moments
@@ -113,7 +114,7 @@ class StableR2Score(keras.metrics.Metric):
         mask = keras_mask_of(y_pred)
         y_pred = ops.convert_to_tensor(y_pred)
         y_true = ops.convert_to_tensor(y_true)
-        y_true, y_pred = _moments.same_rank(y_true, y_pred)
+        y_true, y_pred = align_ranks(y_true, y_pred)
         if len(static_shape(y_pred)) == 1:
             y_true = ops.expand_dims(y_true, -1)
             y_pred = ops.expand_dims(y_pred, -1)
