@@ -59,10 +59,12 @@ LOSS_PAIRS = [
     ("none", keras.losses.BinaryCrossentropy(from_logits=True, reduction="none"), keras_stable.losses.StableSigmoidCrossEntropy(reduction="none"), "binary"),
 ]
 
+# (id, a fresh Keras metric, keras_stable class, its kwargs, label kind):
+# metrics are stateful, so each test builds its own.
 METRIC_PAIRS = [
-    ("sparse", keras.metrics.SparseCategoricalCrossentropy(from_logits=True), keras_stable.metrics.StableSparseCrossEntropy, {}, "sparse"),
-    ("categorical", keras.metrics.CategoricalCrossentropy(from_logits=True, label_smoothing=0.2), keras_stable.metrics.StableCrossEntropy, {"label_smoothing": 0.2}, "onehot"),
-    ("binary", keras.metrics.BinaryCrossentropy(from_logits=True), keras_stable.metrics.StableBinaryCrossEntropy, {}, "binary"),
+    ("sparse", lambda: keras.metrics.SparseCategoricalCrossentropy(from_logits=True), keras_stable.metrics.StableSparseCrossEntropy, {}, "sparse"),
+    ("categorical", lambda: keras.metrics.CategoricalCrossentropy(from_logits=True, label_smoothing=0.2), keras_stable.metrics.StableCrossEntropy, {"label_smoothing": 0.2}, "onehot"),
+    ("binary", lambda: keras.metrics.BinaryCrossentropy(from_logits=True), keras_stable.metrics.StableBinaryCrossEntropy, {}, "binary"),
 ]
 
 
@@ -87,8 +89,8 @@ def test_loss_matches_keras_on_a_padded_batch(pair, weights):
 
 @pytest.mark.parametrize("pair", METRIC_PAIRS, ids=_ids(METRIC_PAIRS))
 def test_metric_matches_keras_on_padded_batches(pair):
-    _, keras_metric, cls, kwargs, kind = pair
-    ours = cls(**kwargs)
+    _, make_keras_metric, cls, kwargs, kind = pair
+    keras_metric, ours = make_keras_metric(), cls(**kwargs)
     model = _tagger()
     for seed in (1, 2):  # two batches: streaming state, not a mean of means
         y = _labels(kind, seed)
@@ -101,7 +103,7 @@ def test_metric_matches_keras_on_padded_batches(pair):
 @pytest.mark.parametrize("pair", METRIC_PAIRS, ids=_ids(METRIC_PAIRS))
 def test_compiled_evaluate_matches_keras(pair):
     """`evaluate` (compiled on TF and JAX) gives Keras's loss and metric."""
-    _, keras_metric, cls, kwargs, kind = pair
+    _, make_keras_metric, cls, kwargs, kind = pair
     keras_loss = {
         "sparse": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         "categorical": keras.losses.CategoricalCrossentropy(from_logits=True),
@@ -114,7 +116,7 @@ def test_compiled_evaluate_matches_keras(pair):
     }[pair[0]]
     y = _labels(kind)
     results = []
-    for loss, metric in ((keras_loss, keras_metric), (stable_loss, cls(**kwargs))):
+    for loss, metric in ((keras_loss, make_keras_metric()), (stable_loss, cls(**kwargs))):
         model = _tagger()
         model.compile(loss=loss, metrics=[metric], jit_compile=JIT)
         out = model.evaluate(X, y, sample_weight=STEP_WEIGHT, batch_size=3, verbose=0)
