@@ -48,8 +48,9 @@ class SafeNorm(AxisLayer):
         `sqrt(sum(x**2) + 1e-12)` biases the value and fails again in
         float16. This layer uses `keras_stable.ops.safe_norm`: the square
         root goes through the double-where pattern (value and gradient
-        exactly 0 at zero, no epsilon elsewhere) and the vector is scaled
-        by its largest magnitude before squaring. The math runs in
+        exactly 0 at zero, no epsilon elsewhere) and the vector is summed
+        again, scaled by an exact power of two, where its sum of squares
+        overflowed or underflowed. The math runs in
         `result_type(x.dtype, "float32")` and the output is cast to the
         layer's compute dtype, so float16 `[300] * 4` gives 600, not `inf`;
         inputs are not autocast first. An infinite entry gives `inf` with a

@@ -5,9 +5,20 @@ here is a `keras.ops.custom_gradient` whose backward is the closed form of
 the derivative, computed without keeping the intermediates that autodiff
 would store. Every kernel is checked in the tests against the portable
 `keras.ops` formulation (values and gradients), which stays the reference.
+
+Two families live here: the fused linear cross-entropy (blocks of a large
+vocabulary), and the closed-form backward passes of the norms and of the
+softmax family, which keep only the input (or the output) and a few
+per-slice scalars for the backward pass instead of the masks and
+intermediates that autodiff would store for every `where`.
 """
 
+import os
+
+import keras
 from keras import ops
+
+from keras_stable.common.dtypes import dtype_of
 
 _NEG_INF = float("-inf")
 
@@ -134,3 +145,338 @@ def linear_cross_entropy_kernel(hidden, kernel, bias, labels, counted, chunk_siz
 
     return fused(hidden, kernel, bias)
 
+
+# --------------------------------------------------------------------------
+# Closed-form backward passes: the norms and the softmax family.
+#
+# Each kernel below computes the value of its public op exactly as the
+# portable formulation does (kept in `norms.py` / `softmax.py` as the
+# `_reference_*` functions, the fallback and the reference of the tests),
+# and its gradient from the derivative's closed form: the backward keeps
+# the input (or the output) and a few scalars per slice, not the masks and
+# intermediates that autodiff stores for every `where`. Each backward is
+# itself written with `keras.ops` and the double-where pattern, so it can
+# be differentiated again (gradient penalties): on TensorFlow and JAX the
+# values it closes over are differentiable (taped by TensorFlow, residuals
+# of JAX's `custom_vjp`); PyTorch runs the forward pass without autograd,
+# so there the backward recomputes them from the inputs it saved.
+
+_INF = float("inf")
+
+# The power-of-two rescues of a sum of squares that left the range of its
+# dtype, `(hi, lo, low)`: a slice whose plain `sum(x**2)` overflowed (or is
+# NaN) is summed again as `sum((x * 2**-hi)**2)`, one below `2**low` (it
+# underflowed, or lost bits to subnormal squares) as `sum((x * 2**lo)**2)`.
+# Multiplying by a power of two is exact and ||x|| = ||c x|| / c. float32
+# (bfloat16 and integers are computed in float32): every finite entry times
+# 2**-90 squares to at most 2**76, so a slice of up to 2**40 entries cannot
+# overflow, and a slice that did overflow has an entry above 2**44, whose
+# rescued square is a normal number; every nonzero entry of a slice below
+# 2**-100, times 2**98, squares to at least 2**-102 (a normal number) and
+# the slice to at most 2**96 per entry. float64 likewise. float16 inputs
+# (computed in float32) cannot leave the range: their squares lie in
+# [2**-48, 2**32], and the rescue is skipped.
+_RESCUE = {"float32": (90, 98, -100), "float64": (600, 600, -900)}
+
+
+def kernels_enabled():
+    """Whether the public ops use the kernels of this module.
+
+    Setting the environment variable `KERAS_STABLE_PORTABLE` (to anything
+    but `""` or `"0"`) makes them run their portable `keras.ops`
+    formulation with plain autodiff instead: for A/B measurements, and for
+    JAX's forward-mode differentiation (`jax.jvp`, `jax.jacfwd`,
+    `jax.hessian`), which `keras.ops.custom_gradient` (a `jax.custom_vjp`)
+    does not support. Read at each call (at trace time when compiled).
+    """
+    return os.environ.get("KERAS_STABLE_PORTABLE", "0") in ("", "0")
+
+
+def _fused(forward, backward, *inputs):
+    """`forward(*inputs)[0]`, with the gradient given by `backward`.
+
+    `forward(*inputs) -> (output, saved)`; `backward(inputs, saved, output,
+    upstream) -> [gradient for each input]`. Only tensors go in `inputs`:
+    static arguments and masks are closed over.
+    """
+    on_torch = keras.backend.backend() == "torch"
+
+    @ops.custom_gradient
+    def fused(*inputs):
+        output, saved = forward(*inputs)
+        if on_torch:
+            saved = None  # recomputed in the backward; keep nothing alive
+
+        def grad(*args, upstream=None):
+            if upstream is None:  # TensorFlow, JAX: grad(upstream)
+                (upstream,) = args
+                grads = backward(inputs, saved, output, upstream)
+            else:  # PyTorch: grad(*saved_inputs, upstream=...)
+                out, sav = forward(*args)
+                grads = backward(args, sav, out, upstream)
+            return grads[0] if len(grads) == 1 else tuple(grads)
+
+        return output, grad
+
+    return fused(*inputs)
+
+
+def _full(like, value):
+    return ops.full_like(like, value)
+
+
+def _sum(x, axes):
+    return ops.sum(x, axis=axes, keepdims=True)
+
+
+def _square_sum(x, axes, rescue):
+    """`(c, s)`: per slice (keepdims), a power of two `c` (`None` for 1) and
+    `s = sum((c x)**2)`, in range wherever the norm `sqrt(s) / c` is
+    representable. An infinite entry gives `s = inf`, NaN gives NaN (also
+    next to an infinite entry).
+
+    Two reductions at most: the plain sum, then the rescued sum with its
+    scale per slice (1 where the plain sum was in range: the same sum).
+    """
+    s = _sum(ops.square(x), axes)
+    if not rescue:
+        return None, s
+    hi, lo, low = _RESCUE[dtype_of(x)]
+    low = 2.0**low
+    in_range = ops.logical_and(ops.greater_equal(s, low), ops.less(s, _INF))
+    # Overflow, an infinite entry or NaN: scale down (exactly 0 more
+    # overflows, and `inf` stays `inf`); underflow: scale up.
+    c = ops.where(
+        in_range,
+        ops.ones_like(s),
+        ops.where(ops.less(s, low), _full(s, 2.0**lo), _full(s, 2.0**-hi)),
+    )
+    return c, _sum(ops.square(x * c), axes)
+
+
+def _times(x, c, factor, k):
+    """`(x * c) * factor`, for a per-slice power of two `c` (`None`: 1) and
+    a per-slice `factor`, as `(x * (c / 2**k)) * (factor * 2**k)`.
+
+    `x * c` is exact and in range, so the product is accurate wherever it
+    is representable (`factor = 1 / ||c x||` gives the unit vector even
+    where `1 / ||x||` overflows). The power `k` differs at each call site
+    so that no per-slice tensor is broadcast in two loops: XLA shares such a
+    broadcast and writes it to memory, a full pass over `x` on the CPU.
+    """
+    scale = 2.0**-k if c is None else c * 2.0**-k
+    return (x * scale) * (factor * 2.0**k)
+
+
+def _inverse_norm(c, inv):
+    """`1 / ||x|| = c / ||c x||` per slice (0 where `inv` is). It overflows
+    where ||x|| < 2**-128, but only where the derivative it scales does."""
+    return inv if c is None else inv * c
+
+
+def _norm_parts(x, axes, rescue):
+    """`(c, s, nonzero, ok, root, inv)` per slice: `ok` marks the slices
+    with a derivative (not the zero vector, no infinite entry; NaN
+    included, so that it propagates), `root = sqrt(s)` (1 where `s == 0`)
+    and `inv = 1 / root` where `ok`, else 0."""
+    c, s = _square_sum(x, axes, rescue)
+    nonzero = ops.not_equal(s, 0)
+    ok = ops.logical_and(nonzero, ops.not_equal(s, _INF))
+    root = ops.sqrt(ops.where(nonzero, s, ops.ones_like(s)))
+    inv = ops.where(ok, 1.0 / ops.where(ok, root, ops.ones_like(root)), ops.zeros_like(s))
+    return c, s, nonzero, ok, root, inv
+
+
+def norm_kernel(x, axes, rescue=True):
+    """Euclidean norm of a float32/float64 `x` over the non-empty tuple
+    `axes`, keepdims: `safe_norm`'s value; gradient `g * x / ||x||`, 0 at
+    the zero vector and for a slice with an infinite entry.
+
+    `rescue=False` (float16 inputs) skips the overflow/underflow rescue.
+    """
+
+    def forward(x):
+        c, s, nonzero, ok, root, inv = _norm_parts(x, axes, rescue)
+        norm = ops.where(nonzero, root if c is None else root / c, ops.zeros_like(s))
+        return norm, (c, ok, inv)
+
+    def backward(inputs, saved, output, upstream):
+        (x,) = inputs
+        c, ok, inv = saved
+        g = ops.where(ok, ops.cast(upstream, x.dtype), ops.zeros_like(inv))
+        return [ops.where(ok, _times(x, c, g * inv, 1), ops.zeros_like(x))]
+
+    return _fused(forward, backward, x)
+
+
+def l2_normalize_kernel(x, axes, rescue=True):
+    """`x / ||x||` over the non-empty tuple `axes` (float32/float64):
+    `l2_normalize`'s value (exact also where ||x|| itself overflows);
+    gradient `(g - u * sum(g * u)) / ||x||`, 0 at the zero vector and for a
+    slice with an infinite entry (whose value is NaN at that entry, 0
+    elsewhere, as `x / inf`)."""
+
+    def forward(x):
+        c, _, _, ok, _, inv = _norm_parts(x, axes, rescue)
+        return _times(x, c, inv, 1), (c, ok, inv)
+
+    def backward(inputs, saved, output, upstream):
+        (x,) = inputs
+        c, ok, inv = saved
+        g = ops.cast(upstream, x.dtype)
+        # dx = (g - u * (g . u)) / ||x||, with u recomputed from x (|u| <= 1)
+        # rather than kept: the backward then needs nothing but x. A slice
+        # without a derivative (zero vector, infinite entry) is selected
+        # out whole, NaN or infinite upstream gradients there included.
+        u = _times(x, c, inv, 2)
+        dot = _sum(g * u, axes)
+        return [ops.where(ok, (g - u * dot) * _inverse_norm(c, inv), ops.zeros_like(x))]
+
+    return _fused(forward, backward, x)
+
+
+def cosine_kernel(x1, x2, axis, rescue=True):
+    """`sum(u1 * u2, axis)` clipped to [-1, 1] (keepdims), `u = x / ||x||`
+    (0 for the zero vector), for float32/float64 `x1`, `x2` of one shape:
+    `cosine_similarity`'s value. Gradient `g * (u2 - cos * u1) / ||x1||`
+    for `x1` (and symmetrically), 0 for a zero vector, a vector with an
+    infinite entry, and where round-off put the cosine outside [-1, 1] and
+    the clip held it."""
+    axes = (axis,)
+
+    def forward(x1, x2):
+        c1, _, _, ok1, _, inv1 = _norm_parts(x1, axes, rescue)
+        c2, _, _, ok2, _, inv2 = _norm_parts(x2, axes, rescue)
+        # The dot product of the unit vectors: nothing overflows or
+        # underflows where the cosine is defined. An infinite entry gives
+        # NaN (inf * 0), as in the portable formulation.
+        raw = _sum(_times(x1, c1, inv1, 1) * _times(x2, c2, inv2, 1), axes)
+        cos = ops.clip(raw, -1.0, 1.0)
+        # NaN passes (as the clip's gradient does).
+        unclipped = ops.logical_not(ops.logical_or(ops.greater(raw, 1.0), ops.less(raw, -1.0)))
+        return cos, (c1, ok1, inv1, c2, ok2, inv2, unclipped)
+
+    def backward(inputs, saved, cos, upstream):
+        x1, x2 = inputs
+        c1, ok1, inv1, c2, ok2, inv2, unclipped = saved
+        g = ops.where(unclipped, ops.cast(upstream, x1.dtype), ops.zeros_like(cos))
+        # d cos / d x1 = (u2 - cos * u1) / ||x1||. An infinite entry in x2
+        # makes u2 NaN there (inf * 0) and the gradient of x1 NaN, as cos.
+        g1 = ops.where(ok1, g * _inverse_norm(c1, inv1), ops.zeros_like(g))
+        g2 = ops.where(ok2, g * _inverse_norm(c2, inv2), ops.zeros_like(g))
+        d1 = _times(x2, c2, inv2 * g1, 2) - _times(x1, c1, inv1 * (g1 * cos), 2)
+        d2 = _times(x1, c1, inv1 * g2, 3) - _times(x2, c2, inv2 * (g2 * cos), 3)
+        return [
+            ops.where(ok1, d1, ops.zeros_like(x1)),
+            ops.where(ok2, d2, ops.zeros_like(x2)),
+        ]
+
+    return _fused(forward, backward, x1, x2)
+
+
+def _valid(x, mask):
+    valid = ops.not_equal(x, -_INF)
+    return valid if mask is None else ops.logical_and(valid, mask)
+
+
+def _shift(x, axis, mask):
+    """The softmax family's shared forward, as `softmax.shifted_logits`:
+    `(valid, z, total, nonempty, row_max)`.
+
+    `valid`: unmasked and not `-inf`; `z = x - m` (`-inf` where not valid
+    under a mask) with `m = row_max` the largest valid entry (0 when it is
+    not finite; no gradient: the family is shift-invariant);
+    `total = sum(exp(z))` (keepdims), 0 exactly for a row with nothing
+    left; `nonempty = total != 0` (NaN included).
+    """
+    valid = _valid(x, mask)
+    if mask is None:
+        row_max = ops.max(x, axis=axis, keepdims=True)
+    else:
+        row_max = ops.max(ops.where(valid, x, _full(x, -_INF)), axis=axis, keepdims=True)
+    row_max = ops.where(ops.isfinite(row_max), row_max, ops.zeros_like(row_max))
+    row_max = ops.stop_gradient(row_max)
+    z = x - row_max
+    if mask is not None:
+        # A masked entry (NaN or huge included) never reaches exp.
+        z = ops.where(valid, z, _full(z, -_INF))
+    total = _sum(ops.exp(z), axis)
+    return valid, z, total, ops.not_equal(total, 0), row_max
+
+
+def softmax_kernel(x, axis, mask=None):
+    """`softmax(x, axis, mask)` of a float32/float64 `x` (`axis` an int or
+    a tuple; `mask` boolean, broadcast to `x`, or None); gradient
+    `p * (g - sum(g * p))`, 0 where `p == 0` (masked, `-inf`, fully masked
+    rows) whatever the upstream gradient there."""
+
+    def forward(x):
+        _, z, total, nonempty, _ = _shift(x, axis, mask)
+        e = ops.exp(z)
+        safe_total = ops.where(nonempty, total, ops.ones_like(total))
+        # `exp(z) == 0`: masked, `-inf`, underflowed, or a row with nothing
+        # left (x itself is not read again; a NaN total still gives NaN).
+        return ops.where(ops.not_equal(e, 0), e / safe_total, ops.zeros_like(e)), ()
+
+    def backward(inputs, saved, probs, upstream):
+        live = ops.not_equal(probs, 0)  # NaN is live: it propagates
+        zeros = ops.zeros_like(probs)
+        g = ops.cast(upstream, probs.dtype)
+        # The select keeps an infinite upstream gradient at p == 0 (after a
+        # log, say) out of the sum and out of the product (0 * inf); a row
+        # whose sum is NaN (a NaN logit) is NaN throughout.
+        g = ops.where(live, g, zeros)
+        return [probs * (g - _sum(g * probs, axis))]
+
+    return _fused(forward, backward, x)
+
+
+def log_softmax_kernel(x, axis, mask=None):
+    """`log_softmax(x, axis, mask)`; gradient `g - softmax * sum(g)` over
+    the valid entries, 0 on the `-inf` (masked, `-inf`, fully masked)
+    ones."""
+
+    def forward(x):
+        valid, z, total, nonempty, _ = _shift(x, axis, mask)
+        log_total = ops.log(ops.where(nonempty, total, ops.ones_like(total)))
+        return ops.where(valid, z - log_total, _full(z, -_INF)), ()
+
+    def backward(inputs, saved, out, upstream):
+        live = ops.not_equal(out, -_INF)  # NaN is live: it propagates
+        zeros = ops.zeros_like(out)
+        g = ops.where(live, ops.cast(upstream, out.dtype), zeros)
+        # exp(-inf) = 0 on the dead entries: they get 0 - 0 * sum(g).
+        return [g - ops.exp(out) * _sum(g, axis)]
+
+    return _fused(forward, backward, x)
+
+
+def logsumexp_kernel(x, axis, mask=None):
+    """`logsumexp(x, axis, keepdims=True, mask)`; gradient `g * softmax`,
+    0 for masked and `-inf` entries and for rows whose value is `-inf`
+    (nothing left) or `+inf` (a `+inf` entry)."""
+
+    def forward(x):
+        _, z, total, nonempty, row_max = _shift(x, axis, mask)
+        log_total = ops.log(ops.where(nonempty, total, ops.ones_like(total)))
+        # A +inf entry: the shift is 0 and the total inf, so the value is
+        # +inf already (NaN next to it gives NaN).
+        lse = ops.where(nonempty, log_total + row_max, _full(total, -_INF))
+        # exp(z) is kept for the backward pass (0 on masked and -inf
+        # entries): recomputing it there costs more than it saves on the
+        # CPU, and exp(x - lse) would be off by the rounding of lse (the ulp
+        # of the shift: 6e-5 at 1000 in float32).
+        return lse, (ops.exp(z), total)
+
+    def backward(inputs, saved, lse, upstream):
+        e, total = saved
+        row_ok = ops.logical_and(ops.not_equal(lse, _INF), ops.not_equal(lse, -_INF))
+        g = ops.cast(upstream, e.dtype)
+        factor = ops.where(
+            row_ok, g / ops.where(row_ok, total, ops.ones_like(total)), ops.zeros_like(lse)
+        )
+        # Rows without a derivative (-inf: nothing left; +inf: e is inf
+        # there) are selected out whole.
+        return [ops.where(row_ok, e * factor, ops.zeros_like(e))]
+
+    return _fused(forward, backward, x)

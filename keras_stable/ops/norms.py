@@ -12,6 +12,7 @@ from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
+from keras_stable.ops import _kernels
 
 
 def safe_sqrt(x):
@@ -49,8 +50,22 @@ def safe_sqrt(x):
     return ops.cast(ops.where(positive, root, fallback), out_dtype)
 
 
-def _norm(x, axes, keepdims):
-    """Euclidean norm of a float tensor over `axes`, computed in x's dtype."""
+def _norm(x, axes, keepdims, rescue=True):
+    """Euclidean norm of a float tensor over the non-empty `axes`.
+
+    The fused kernel (`_kernels.norm_kernel`) unless disabled;
+    `rescue=False` (float16 inputs, whose squares cannot leave the float32
+    range) skips its overflow/underflow rescue.
+    """
+    if not _kernels.kernels_enabled():
+        return _reference_norm(x, axes, keepdims)
+    norm = _kernels.norm_kernel(x, axes, rescue)
+    return norm if keepdims else ops.squeeze(norm, axis=axes)
+
+
+def _reference_norm(x, axes, keepdims):
+    """The portable Euclidean norm, computed in x's dtype, plain autodiff:
+    the fallback and the reference of `_kernels.norm_kernel`."""
     # Scale by the largest magnitude so the sum of squares cannot overflow
     # when the norm itself is representable (bfloat16 and float32 inputs
     # above ~1.8e19). ||x|| = m * ||x / m|| for any m > 0, so the scale
@@ -69,9 +84,11 @@ def _norm(x, axes, keepdims):
     nonzero = ops.not_equal(sum_sq, 0)
     root = ops.sqrt(ops.where(nonzero, sum_sq, ops.ones_like(sum_sq)))
     norm = ops.where(nonzero, scale * root, ops.zeros_like(sum_sq))
-    # An infinite entry: the norm is inf (x / inf would give NaN above).
+    # An infinite entry: the norm is inf (x / inf would give NaN above),
+    # unless NaN is there too (the sum is NaN): NaN wins, as in the kernel
+    # and the other orders.
     norm = ops.where(
-        ops.equal(largest, float("inf")),
+        ops.logical_and(ops.equal(largest, float("inf")), ops.logical_not(ops.isnan(sum_sq))),
         ops.full_like(norm, float("inf")),
         norm,
     )
@@ -111,14 +128,9 @@ def _norm_kind(ord, num_axes, name="ord"):
             )
         if ord != "nuc":
             raise ValueError(
-                f"Invalid `{name}`={ord!r}. Supported values of `{name}`: "
-                f"{_SUPPORTED_ORDS}."
+                f"Invalid `{name}`={ord!r}. Supported values of `{name}`: {_SUPPORTED_ORDS}."
             )
-    elif (
-        isinstance(ord, bool)
-        or not isinstance(ord, numbers.Real)
-        or math.isnan(float(ord))
-    ):
+    elif isinstance(ord, bool) or not isinstance(ord, numbers.Real) or math.isnan(float(ord)):
         raise ValueError(
             f"Invalid `{name}`={ord!r} of type {type(ord).__name__}. "
             f"Supported values of `{name}`: {_SUPPORTED_ORDS}."
@@ -203,9 +215,7 @@ def _p_norm(abs_x, axes, p):
     # Unusable: m == 0 is the zero vector (p > 0) or a vector with a zero
     # entry (p < 0, |0|**p = inf): the norm is 0. m == inf is an infinite
     # entry (p > 0) or all entries infinite (p < 0): the norm is inf.
-    fallback = ops.where(
-        ops.equal(m, _INF), ops.full_like(m, _INF), ops.zeros_like(m)
-    )
+    fallback = ops.where(ops.equal(m, _INF), ops.full_like(m, _INF), ops.zeros_like(m))
     return ops.where(usable, scale * root, fallback)
 
 
@@ -213,9 +223,7 @@ def _vector_norm(x, axes, kind, keepdims):
     """The non-Euclidean vector norms of a float tensor over `axes`."""
     if kind == "count":
         # Counts entries != 0 (NaN included, as NumPy); no gradient.
-        norm = ops.sum(
-            ops.cast(ops.not_equal(x, 0), x.dtype), axis=axes, keepdims=True
-        )
+        norm = ops.sum(ops.cast(ops.not_equal(x, 0), x.dtype), axis=axes, keepdims=True)
     else:
         abs_x = _abs(x)
         if kind == "one":
@@ -238,7 +246,7 @@ def _vector_norm(x, axes, kind, keepdims):
     return norm
 
 
-def _any_norm(x, axes, kind, keepdims):
+def _any_norm(x, axes, kind, keepdims, rescue=True):
     """`kind`'s norm of a float tensor over the (canonical) `axes`."""
     if not axes:
         # A 0-d input, or axis=(): each entry is a vector of its own. A
@@ -248,7 +256,7 @@ def _any_norm(x, axes, kind, keepdims):
         axes = (len(static_shape(x)) - 1,)
         keepdims = False
     if kind == "euclidean":
-        return _norm(x, axes, keepdims)
+        return _norm(x, axes, keepdims, rescue)
     return _vector_norm(x, axes, kind, keepdims)
 
 
@@ -291,12 +299,17 @@ def safe_norm(x, axis=None, keepdims=False, ord=None):
         square root is taken through the double-where pattern, so the value
         at the zero vector is exactly 0 and its gradient exactly 0, with no
         epsilon biasing the value anywhere else (`sqrt(sum(x**2) + 1e-12)` is
-        1e-6 at zero and NaN again in float16, where 1e-12 rounds to 0). The
-        vector is scaled by its largest magnitude before squaring (the
-        scale carries no gradient: the norm is homogeneous), and
+        1e-6 at zero and NaN again in float16, where 1e-12 rounds to 0).
         float16/bfloat16 are computed in float32, so float16
-        `[300, 300, 300, 300]` gives 600, not `inf`. An infinite entry gives
-        `inf`; NaN gives NaN.
+        `[300, 300, 300, 300]` gives 600, not `inf`; where the sum of
+        squares leaves the float32 range (entries above ~1e19 or below
+        ~1e-19, as in bfloat16), the vector is summed again scaled by an
+        exact power of two (`||x|| = ||c x|| / c`), so the norm is exact
+        whenever it is representable. An infinite entry gives `inf` (with
+        a zero gradient); NaN gives NaN, also next to an infinite entry.
+        The Euclidean norm runs as one fused kernel (forward pass and the
+        closed-form gradient `g * x / ||x||`, also differentiable again):
+        see "Fused kernels" in `docs/design.md`.
 
         The other orders follow the same rules: exact values, a finite
         gradient everywhere and exactly 0 where the derivative does not
@@ -324,8 +337,8 @@ def safe_norm(x, axis=None, keepdims=False, ord=None):
     >>> float(ops.safe_norm(np.full(4, 300.0, "float16")))
     600.0
     >>> x = np.array([3.0, -4.0, 0.0], "float32")
-    >>> [float(ops.safe_norm(x, ord=o)) for o in (1, np.inf, -np.inf, 0)]
-    [7.0, 4.0, 0.0, 2.0]
+    >>> tuple(float(ops.safe_norm(x, ord=o)) for o in (1, np.inf, -np.inf, 0))
+    (7.0, 4.0, 0.0, 2.0)
     >>> round(float(ops.safe_norm(x, ord=3)), 5)
     4.49794
     >>> float(ops.safe_norm(np.ones((2, 2), "float32"), axis=(0, 1), ord="fro"))
@@ -336,16 +349,13 @@ def safe_norm(x, axis=None, keepdims=False, ord=None):
     kind = _norm_kind(ord, len(axes))
     if not axes and kind == "euclidean":  # rank-0 input (or axis=())
         return ops.cast(ops.abs(x), out_dtype)
-    return ops.cast(_any_norm(x, axes, kind, keepdims), out_dtype)
+    rescue = out_dtype != "float16"
+    return ops.cast(_any_norm(x, axes, kind, keepdims, rescue), out_dtype)
 
 
 def _check_order(order):
     """`order` of `l2_normalize`: an int >= 1, as `keras.ops.normalize`."""
-    if (
-        isinstance(order, bool)
-        or not isinstance(order, numbers.Integral)
-        or order < 1
-    ):
+    if isinstance(order, bool) or not isinstance(order, numbers.Integral) or order < 1:
         raise ValueError(
             f"`order` must be an int >= 1 (as in `keras.ops.normalize`), "
             f"got {order!r} of type {type(order).__name__}."
@@ -361,9 +371,7 @@ def _check_epsilon(epsilon):
         or not isinstance(epsilon, numbers.Real)
         or not float(epsilon) >= 0
     ):
-        raise ValueError(
-            f"`epsilon` must be None or a float >= 0, got {epsilon!r}."
-        )
+        raise ValueError(f"`epsilon` must be None or a float >= 0, got {epsilon!r}.")
     return float(epsilon)
 
 
@@ -395,14 +403,17 @@ def l2_normalize(x, axis=-1, order=2, epsilon=None):
         A tensor of the shape and (float) dtype of `x`.
 
     Numerical stability:
-        The norm is `safe_norm` (scaled, computed in float32 for
-        float16/bfloat16), so float16 `[300] * 4` gives `0.5` each rather
-        than zeros, and no epsilon is added: `x / max(||x||, eps)` has a
-        gradient of `1/eps` (1e12) at zero. The division goes through the
-        double-where pattern: a zero vector gives zeros with a gradient of
-        exactly 0 (the derivative does not exist there). An infinite entry
-        gives NaN at that entry, 0 elsewhere, and a zero gradient (with
-        `order=2`); NaN gives NaN.
+        The norm is `safe_norm` (rescaled where its sum of squares leaves
+        the range, computed in float32 for float16/bfloat16), so float16
+        `[300] * 4` gives `0.5` each rather than zeros, and no epsilon is
+        added: `x / max(||x||, eps)` has a gradient of `1/eps` (1e12) at
+        zero. The division goes through the double-where pattern: a zero
+        vector gives zeros with a gradient of exactly 0 (the derivative
+        does not exist there). An infinite entry gives NaN at that entry, 0
+        elsewhere, and a zero gradient (with `order=2`); NaN gives NaN.
+        With `order=2` and no `epsilon` it runs as one fused kernel (the
+        gradient `(g - u * sum(g * u)) / ||x||`), which also normalises a
+        vector whose norm overflows float32 (3e38 * [1, 1]) exactly.
 
     Example:
 
@@ -421,10 +432,22 @@ def l2_normalize(x, axis=-1, order=2, epsilon=None):
     axes = check_axis(axis, len(static_shape(x)), multiple=True)
     order = _check_order(order)
     epsilon = _check_epsilon(epsilon)
+    rescue = out_dtype != "float16"
+    if order == 2 and epsilon is None and axes and _kernels.kernels_enabled():
+        out = _kernels.l2_normalize_kernel(x, axes, rescue)
+    else:
+        out = _reference_l2_normalize(x, axes, order, epsilon, rescue)
+    return ops.cast(out, out_dtype)
+
+
+def _reference_l2_normalize(x, axes, order, epsilon, rescue=True):
+    """The portable `l2_normalize` of a float tensor, plain autodiff: the
+    fallback (another order, an epsilon) and the reference of
+    `_kernels.l2_normalize_kernel`."""
     # order=2 is Euclidean over any axes (keras.ops.normalize sums the
     # squares over all of them); other orders are vector norms.
     kind = "euclidean" if order == 2 else _norm_kind(order, len(axes), "order")
-    norm = _any_norm(x, axes, kind, keepdims=True)
+    norm = _any_norm(x, axes, kind, keepdims=True, rescue=rescue)
     if epsilon is not None:
         # max(norm, epsilon) as a select (keras.ops.maximum computes
         # float64 in float32 on some backends); a NaN norm stays NaN.
@@ -432,8 +455,7 @@ def l2_normalize(x, axis=-1, order=2, epsilon=None):
         norm = ops.where(ops.less(norm, eps), eps, norm)
     nonzero = ops.not_equal(norm, 0)
     safe = ops.where(nonzero, norm, ops.ones_like(norm))
-    out = ops.where(nonzero, x / safe, ops.zeros_like(x))
-    return ops.cast(out, out_dtype)
+    return ops.where(nonzero, x / safe, ops.zeros_like(x))
 
 
 def cosine_similarity(x1, x2, axis=-1):
@@ -455,7 +477,10 @@ def cosine_similarity(x1, x2, axis=-1):
         `1/eps`-sized or NaN gradients of the built-ins. Each vector is
         normalised on its own, so products of large norms cannot overflow;
         the result is clipped to [-1, 1] against round-off. float16/bfloat16
-        are computed in float32.
+        are computed in float32. Runs as one fused kernel: the gradient
+        `g * (u2 - cos * u1) / ||x1||` (and symmetrically), 0 for a zero
+        vector or one with an infinite entry; an infinite entry makes the
+        value NaN.
 
     Example:
 
@@ -470,13 +495,26 @@ def cosine_similarity(x1, x2, axis=-1):
     x2 = ops.convert_to_tensor(x2)
     shape = broadcast_shape(static_shape(x1), static_shape(x2), "x1", "x2")
     axis = check_axis(axis, len(shape))
-    out_dtype = result_float_dtype(dtype_of(x1), dtype_of(x2))
-    compute = compute_dtype_of(dtype_of(x1), dtype_of(x2))
+    dtype_of_inputs = (dtype_of(x1), dtype_of(x2))
+    out_dtype = result_float_dtype(*dtype_of_inputs)
+    compute = compute_dtype_of(*dtype_of_inputs)
     x1 = ops.cast(x1, compute)
     x2 = ops.cast(x2, compute)
     if static_shape(x1) != shape or static_shape(x2) != shape:
         x1, x2 = x1 + ops.zeros_like(x2), x2 + ops.zeros_like(x1)
+    # Two float16 inputs cannot leave the float32 range of the sums.
+    rescue = dtype_of_inputs != ("float16", "float16")
+    if _kernels.kernels_enabled():
+        cos = ops.squeeze(_kernels.cosine_kernel(x1, x2, axis, rescue), axis=axis)
+    else:
+        cos = _reference_cosine_similarity(x1, x2, axis)
+    return ops.cast(cos, out_dtype)
+
+
+def _reference_cosine_similarity(x1, x2, axis):
+    """The portable `cosine_similarity` of two float tensors of one shape,
+    plain autodiff: the fallback and the reference of
+    `_kernels.cosine_kernel`."""
     u1 = l2_normalize(x1, axis=axis)
     u2 = l2_normalize(x2, axis=axis)
-    cos = ops.clip(ops.sum(u1 * u2, axis=axis), -1.0, 1.0)
-    return ops.cast(cos, out_dtype)
+    return ops.clip(ops.sum(u1 * u2, axis=axis), -1.0, 1.0)

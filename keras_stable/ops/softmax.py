@@ -6,6 +6,7 @@ from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import prepare_mask
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
+from keras_stable.ops import _kernels
 
 _NEG_INF = float("-inf")
 
@@ -38,12 +39,8 @@ def shifted_logits(x, axis, mask):
         # and every caller selects its output with `valid`.
         row_max = ops.max(x, axis=axis, keepdims=True)
     else:
-        row_max = ops.max(
-            ops.where(valid, x, neg_inf), axis=axis, keepdims=True
-        )
-    row_max = ops.where(
-        ops.isfinite(row_max), row_max, ops.zeros_like(row_max)
-    )
+        row_max = ops.max(ops.where(valid, x, neg_inf), axis=axis, keepdims=True)
+    row_max = ops.where(ops.isfinite(row_max), row_max, ops.zeros_like(row_max))
     row_max = ops.stop_gradient(row_max)
     if mask is None:
         z = x - row_max
@@ -109,7 +106,9 @@ def logsumexp(x, axis=None, keepdims=False, mask=None):
         entries get exactly 0, even when a masked entry holds NaN. A row with
         nothing left (all masked or all `-inf`) gives `-inf` and a zero
         gradient, where `keras.ops.logsumexp` gives a NaN gradient. A `+inf`
-        entry gives `+inf`; NaN in a valid entry gives NaN.
+        entry gives `+inf` with a zero gradient; NaN in a valid entry gives
+        NaN (also next to a `+inf` entry). The gradient is a fused kernel
+        (`g * softmax`, kept from the forward pass's shift and sum).
 
     Example:
 
@@ -124,24 +123,36 @@ def logsumexp(x, axis=None, keepdims=False, mask=None):
     array([2.0794415, 2.0794415, 2.0794415], dtype=float32)
     """
     x, out_dtype, axis, mask, added = _prepare(x, axis, mask)
+    if _kernels.kernels_enabled():
+        out = _kernels.logsumexp_kernel(x, axis, mask)
+    else:
+        out = _reference_logsumexp(x, axis, mask)
+    if added or not keepdims:
+        out = ops.squeeze(out, axis=axis)
+    return ops.cast(out, out_dtype)
+
+
+def _reference_logsumexp(x, axis, mask):
+    """The portable `logsumexp` (keepdims), plain autodiff: the fallback
+    and the reference of `_kernels.logsumexp_kernel`."""
     valid, _, total, row_max = shifted_logits(x, axis, mask)
     nonempty, log_total = _safe_log(total)
+    out = ops.where(nonempty, log_total + row_max, ops.full_like(total, _NEG_INF))
+    # A +inf logit: the value is +inf (and the gradient 0), unless NaN is
+    # there too (NaN next to +inf gives NaN, as in the kernel).
     out = ops.where(
-        nonempty, log_total + row_max, ops.full_like(total, _NEG_INF)
-    )
-    # A +inf logit: the shifted sum is inf - inf; the true value is +inf.
-    out = ops.where(
-        ops.any(
-            ops.logical_and(valid, ops.equal(x, float("inf"))),
-            axis=axis,
-            keepdims=True,
+        ops.logical_and(
+            ops.any(
+                ops.logical_and(valid, ops.equal(x, float("inf"))),
+                axis=axis,
+                keepdims=True,
+            ),
+            ops.logical_not(ops.isnan(out)),
         ),
         ops.full_like(out, float("inf")),
         out,
     )
-    if added or not keepdims:
-        out = ops.squeeze(out, axis=axis)
-    return ops.cast(out, out_dtype)
+    return out
 
 
 def softmax(x, axis=-1, mask=None):
@@ -166,8 +177,11 @@ def softmax(x, axis=-1, mask=None):
         axis). Masked and `-inf` entries get 0 and a zero gradient, NaN under
         the mask included. A row with nothing left (all masked or all `-inf`)
         gives all zeros and a zero gradient, where `keras.ops.softmax` gives
-        NaN. Unlike `keras.ops.softmax`, a softmax over a size-1 axis does
-        not warn.
+        NaN. The gradient is a fused kernel, `p * (g - sum(g * p))` from
+        the output alone, with 0 wherever `p == 0` whatever the upstream
+        gradient there (the infinite one of a `log` after the softmax
+        included); a row with a NaN logit has a NaN gradient. Unlike
+        `keras.ops.softmax`, a softmax over a size-1 axis does not warn.
 
     Example:
 
@@ -183,17 +197,26 @@ def softmax(x, axis=-1, mask=None):
            [0.3, 0.4]], dtype=float32)
     """
     x, out_dtype, axis, mask, added = _prepare(x, axis, mask)
+    if _kernels.kernels_enabled():
+        probs = _kernels.softmax_kernel(x, axis, mask)
+    else:
+        probs = _reference_softmax(x, axis, mask)
+    if added:
+        probs = ops.squeeze(probs, axis=-1)
+    return ops.cast(probs, out_dtype)
+
+
+def _reference_softmax(x, axis, mask):
+    """The portable `softmax`, plain autodiff: the fallback and the
+    reference of `_kernels.softmax_kernel`."""
     valid, z, total, _ = shifted_logits(x, axis, mask)
     nonempty, _ = _safe_log(total)
     safe_total = ops.where(nonempty, total, ops.ones_like(total))
-    probs = ops.where(
+    return ops.where(
         ops.logical_and(valid, nonempty),
         ops.exp(z) / safe_total,
         ops.zeros_like(z),
     )
-    if added:
-        probs = ops.squeeze(probs, axis=-1)
-    return ops.cast(probs, out_dtype)
 
 
 def log_softmax(x, axis=-1, mask=None):
@@ -218,7 +241,8 @@ def log_softmax(x, axis=-1, mask=None):
         gradient of the log-softmax over the remaining entries; masked and
         `-inf` entries give `-inf` with a zero gradient, NaN under the mask
         included. A row with nothing left gives all `-inf` and a zero
-        gradient.
+        gradient. The gradient is a fused kernel, `g - softmax * sum(g)`
+        over the entries whose value is not `-inf`, from the output alone.
 
     Example:
 
@@ -232,9 +256,18 @@ def log_softmax(x, axis=-1, mask=None):
            [-1.3862944, -1.3862944]], dtype=float32)
     """
     x, out_dtype, axis, mask, added = _prepare(x, axis, mask)
-    valid, z, total, _ = shifted_logits(x, axis, mask)
-    _, log_total = _safe_log(total)
-    out = ops.where(valid, z - log_total, ops.full_like(z, _NEG_INF))
+    if _kernels.kernels_enabled():
+        out = _kernels.log_softmax_kernel(x, axis, mask)
+    else:
+        out = _reference_log_softmax(x, axis, mask)
     if added:
         out = ops.squeeze(out, axis=-1)
     return ops.cast(out, out_dtype)
+
+
+def _reference_log_softmax(x, axis, mask):
+    """The portable `log_softmax`, plain autodiff: the fallback and the
+    reference of `_kernels.log_softmax_kernel`."""
+    valid, z, total, _ = shifted_logits(x, axis, mask)
+    _, log_total = _safe_log(total)
+    return ops.where(valid, z - log_total, ops.full_like(z, _NEG_INF))
