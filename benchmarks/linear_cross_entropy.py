@@ -134,7 +134,9 @@ def measure(vocab, opts):
 def main():
     opts = parse_args()
     mode = {"jax": "JAX jit", "tensorflow": "TF XLA"}[keras.backend.backend()]
-    print("| mode | tokens x dim | vocab | keras_stable ms | materialised ms | time ratio | keras_stable MiB | materialised MiB | memory saved |")
+    print(
+        "| mode | tokens x dim | vocab | keras_stable ms | materialised ms | time ratio | keras_stable MiB | materialised MiB | memory saved |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for vocab in (int(v) for v in opts.vocabs.split(",")):
         r = measure(vocab, opts)

@@ -87,12 +87,16 @@ def main():
         print(f"{epoch:5d}  {a:17.6f}  {b:17.6f}")
     assert np.allclose(fused, ref, rtol=1e-3), (fused, ref)
     assert fused[-1] < fused[0], fused
-    print(f"next-token accuracy: head {accuracy(predict, x, y):.3f}, dense {accuracy(plain, x, y):.3f}")
+    print(
+        f"next-token accuracy: head {accuracy(predict, x, y):.3f}, dense {accuracy(plain, x, y):.3f}"
+    )
 
     path = os.path.join(tempfile.mkdtemp(), "lm.keras")
     predict.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)
-    same = np.array_equal(keras.ops.convert_to_numpy(loaded(x[:4])), keras.ops.convert_to_numpy(predict(x[:4])))
+    same = np.array_equal(
+        keras.ops.convert_to_numpy(loaded(x[:4])), keras.ops.convert_to_numpy(predict(x[:4]))
+    )
     print(f"reloaded from {os.path.basename(path)}: identical logits = {same}")
     assert same
     print("ok")

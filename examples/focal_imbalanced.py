@@ -12,9 +12,9 @@ has a NaN one.
     python examples/focal_imbalanced.py
 """
 
+import keras
 import numpy as np
 
-import keras
 import keras_stable
 
 FEATURES = 8
@@ -32,11 +32,13 @@ def make_data(n, seed):
 
 def train(loss, x, y, seed=0):
     keras.utils.set_random_seed(seed)
-    model = keras.Sequential([
-        keras.Input((FEATURES,)),
-        keras.layers.Dense(16, activation="relu"),
-        keras.layers.Dense(1),  # logits: the losses default to from_logits=True
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((FEATURES,)),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(1),  # logits: the losses default to from_logits=True
+        ]
+    )
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss=loss)
     history = model.fit(x, y, batch_size=256, epochs=15, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
@@ -54,8 +56,14 @@ def confident_gradients():
     labels = np.ones((1, 2), "float32")
     out = {}
     for name, loss in (
-        ("keras BinaryFocalCrossentropy", keras.losses.BinaryFocalCrossentropy(gamma=0.5, from_logits=True)),
-        ("keras_stable StableSigmoidFocalCrossEntropy", keras_stable.losses.StableSigmoidFocalCrossEntropy(gamma=0.5)),
+        (
+            "keras BinaryFocalCrossentropy",
+            keras.losses.BinaryFocalCrossentropy(gamma=0.5, from_logits=True),
+        ),
+        (
+            "keras_stable StableSigmoidFocalCrossEntropy",
+            keras_stable.losses.StableSigmoidFocalCrossEntropy(gamma=0.5),
+        ),
     ):
         # A linear model whose logits for the input [1, 1] are 40 and 100.
         model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2, use_bias=False)])
@@ -80,7 +88,9 @@ def main():
 
     finite = confident_gradients()
     for name, ok in finite.items():
-        print(f"one step at logits (40, 100), gamma 0.5, {name}: weights {'finite' if ok else 'NaN'}")
+        print(
+            f"one step at logits (40, 100), gamma 0.5, {name}: weights {'finite' if ok else 'NaN'}"
+        )
     assert finite["keras_stable StableSigmoidFocalCrossEntropy"]
     print("ok")
 

@@ -11,9 +11,9 @@ loss is exact there.
     KERAS_BACKEND=jax python examples/heteroscedastic_regression.py
 """
 
+import keras
 import numpy as np
 
-import keras
 import keras_stable
 
 

@@ -13,11 +13,11 @@ same mask gives probabilities that are exactly 0 on impossible classes.
     python examples/masked_classes.py
 """
 
-import numpy as np
-
 import keras
-import keras_stable
+import numpy as np
 from keras import ops
+
+import keras_stable
 
 CLASSES = 6
 FEATURES = 12
@@ -76,9 +76,7 @@ def main():
         metrics=[keras_stable.metrics.StableSparseCrossEntropy(ignore_class=-1)],
         jit_compile=keras.config.backend() != "torch",
     )
-    history = model.fit(
-        [x, allowed], labels, batch_size=64, epochs=4, verbose=0
-    ).history
+    history = model.fit([x, allowed], labels, batch_size=64, epochs=4, verbose=0).history
     print("loss per epoch:", [round(v, 4) for v in history["loss"]])
 
     x_test, allowed_test, labels_test = make_data(500, seed=1)

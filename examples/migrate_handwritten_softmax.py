@@ -12,11 +12,11 @@ After, two lines change: the model outputs logits, and the loss is
     python examples/migrate_handwritten_softmax.py
 """
 
-import numpy as np
-
 import keras
-import keras_stable
+import numpy as np
 from keras import ops
+
+import keras_stable
 
 CLASSES = 4
 
@@ -58,9 +58,7 @@ def main():
     # Before.
     keras.utils.set_random_seed(0)
     before = keras.Sequential([logits_model(), HandWrittenSoftmax()])
-    before.compile(
-        optimizer=keras.optimizers.Adam(0.01), loss=handwritten_cross_entropy
-    )
+    before.compile(optimizer=keras.optimizers.Adam(0.01), loss=handwritten_cross_entropy)
     before_losses = before.fit(x, y, batch_size=50, epochs=5, verbose=0).history["loss"]
     print("before (hand-written softmax), loss per epoch:", before_losses)
 
@@ -73,15 +71,18 @@ def main():
         metrics=["categorical_accuracy"],
     )
     after = model.fit(x, y, batch_size=50, epochs=5, verbose=0).history
-    print("after (StableSoftmaxCrossEntropy), loss per epoch:",
-          [round(v, 4) for v in after["loss"]])
+    print(
+        "after (StableSoftmaxCrossEntropy), loss per epoch:", [round(v, 4) for v in after["loss"]]
+    )
 
     # Probabilities for inference: a StableSoftmax layer on top.
     predictor = keras.Sequential([model, keras_stable.layers.StableSoftmax()])
     probs = keras.ops.convert_to_numpy(predictor.predict(x_test, verbose=0))
     accuracy = float(np.mean(probs.argmax(axis=1) == y_test.argmax(axis=1)))
-    print(f"test accuracy: {accuracy:.3f}; rows sum to 1: "
-          f"{np.allclose(probs.sum(axis=1), 1.0, atol=1e-5)}")
+    print(
+        f"test accuracy: {accuracy:.3f}; rows sum to 1: "
+        f"{np.allclose(probs.sum(axis=1), 1.0, atol=1e-5)}"
+    )
 
     if np.all(np.isfinite(before_losses)):
         print("note: the hand-written version happened to stay finite here")

@@ -10,9 +10,9 @@ and return float16; `StableSoftmaxCrossEntropy` returns a float32 loss.
     python examples/mixed_precision.py
 """
 
+import keras
 import numpy as np
 
-import keras
 import keras_stable
 
 CLASSES = 3
@@ -64,9 +64,12 @@ def main():
         )
         history = model.fit(x, labels, batch_size=50, epochs=4, verbose=0).history
         logits = model.predict(x[:8], verbose=0)
-        print("logits dtype:", keras.backend.standardize_dtype(logits.dtype),
-              "| loss dtype:", keras.backend.standardize_dtype(
-                  loss(labels[:8], logits).dtype))
+        print(
+            "logits dtype:",
+            keras.backend.standardize_dtype(logits.dtype),
+            "| loss dtype:",
+            keras.backend.standardize_dtype(loss(labels[:8], logits).dtype),
+        )
         print("loss per epoch:", [round(v, 4) for v in history["loss"]])
         accuracy = history["sparse_categorical_accuracy"][-1]
         print(f"training accuracy: {accuracy:.3f}")

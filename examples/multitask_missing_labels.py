@@ -11,9 +11,9 @@ weight of 0 as "masked", with exactly zero gradient for both, under
     KERAS_BACKEND=jax python examples/multitask_missing_labels.py
 """
 
+import keras
 import numpy as np
 
-import keras
 import keras_stable
 
 TASKS = 6
@@ -59,9 +59,7 @@ def main():
         # XLA on TensorFlow and JAX; torch.compile is too slow for a demo.
         jit_compile=keras.config.backend() != "torch",
     )
-    history = model.fit(
-        x, y, sample_weight=task_mask, batch_size=64, epochs=5, verbose=0
-    )
+    history = model.fit(x, y, sample_weight=task_mask, batch_size=64, epochs=5, verbose=0)
     losses = history.history["loss"]
     print("training loss per epoch:", [round(v, 4) for v in losses])
 
@@ -69,9 +67,7 @@ def main():
     result = model.evaluate(x_val, y_val, verbose=0, return_dict=True)
     print("validation:", {k: round(v, 4) for k, v in result.items()})
 
-    weights_finite = all(
-        bool(keras.ops.all(keras.ops.isfinite(w.value))) for w in model.weights
-    )
+    weights_finite = all(bool(keras.ops.all(keras.ops.isfinite(w.value))) for w in model.weights)
     if not (np.all(np.isfinite(losses)) and weights_finite):
         raise SystemExit("non-finite loss or weights")
     if not losses[-1] < losses[0]:

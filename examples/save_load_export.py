@@ -14,9 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import keras
 import numpy as np
 
-import keras
 import keras_stable  # noqa: F401  (registers the classes for loading)
 
 
@@ -29,9 +29,7 @@ def make_data(n, seed=0):
 
 def build_model():
     inputs = keras.Input((6,), name="features")
-    logits = keras.layers.Dense(3, name="logits")(
-        keras.layers.Dense(16, activation="relu")(inputs)
-    )
+    logits = keras.layers.Dense(3, name="logits")(keras.layers.Dense(16, activation="relu")(inputs))
     probs = keras_stable.layers.StableSoftmax(name="probs")(logits)
     return keras.Model(inputs, probs)
 
@@ -59,8 +57,7 @@ def main(out_dir):
         keras.ops.convert_to_numpy(model.predict(x[:16], verbose=0)),
         keras.ops.convert_to_numpy(reloaded.predict(x[:16], verbose=0)),
     )
-    print("reloaded loss:", type(reloaded.loss).__name__,
-          "| identical predictions:", same)
+    print("reloaded loss:", type(reloaded.loss).__name__, "| identical predictions:", same)
     history = reloaded.fit(x, labels, epochs=1, batch_size=50, verbose=0).history
     print("one more epoch on the reloaded model, loss:", round(history["loss"][0], 4))
 

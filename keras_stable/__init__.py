@@ -9,9 +9,9 @@ Importing the package registers every class with Keras's serialization, so
 
 __version__ = "0.1.0"
 
-from keras_stable import ops  # noqa: E402,F401
+from keras_stable import audit  # noqa: E402,F401
+from keras_stable import callbacks  # noqa: E402,F401
 from keras_stable import layers  # noqa: E402,F401
 from keras_stable import losses  # noqa: E402,F401
 from keras_stable import metrics  # noqa: E402,F401
-from keras_stable import audit  # noqa: E402,F401
-from keras_stable import callbacks  # noqa: E402,F401
+from keras_stable import ops  # noqa: E402,F401

@@ -18,8 +18,6 @@ def register(cls=None, *, name=None):
     """
 
     def wrap(cls):
-        return keras.saving.register_keras_serializable(
-            package=PACKAGE, name=name
-        )(cls)
+        return keras.saving.register_keras_serializable(package=PACKAGE, name=name)(cls)
 
     return wrap if cls is None else wrap(cls)

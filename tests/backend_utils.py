@@ -22,9 +22,7 @@ TOLERANCES = {
     "bfloat16": (1e-2, 1e-2),
 }
 
-only_tensorflow = pytest.mark.skipif(
-    BACKEND != "tensorflow", reason="TensorFlow backend only"
-)
+only_tensorflow = pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow backend only")
 only_jax = pytest.mark.skipif(BACKEND != "jax", reason="JAX backend only")
 only_torch = pytest.mark.skipif(BACKEND != "torch", reason="torch backend only")
 
@@ -87,9 +85,13 @@ def _vjp_torch(fn, args, wrt, cotangent):
         for i in wrt:
             args[i] = args[i].detach().clone().requires_grad_(True)
         out = fn(*args)
-        cot = torch.ones_like(out) if cotangent is None else torch.as_tensor(cotangent).to(out.dtype)
+        cot = (
+            torch.ones_like(out) if cotangent is None else torch.as_tensor(cotangent).to(out.dtype)
+        )
         if out.requires_grad:
-            grads = torch.autograd.grad(out, [args[i] for i in wrt], grad_outputs=cot, allow_unused=True)
+            grads = torch.autograd.grad(
+                out, [args[i] for i in wrt], grad_outputs=cot, allow_unused=True
+            )
         else:
             grads = [None] * len(wrt)
         grads = [torch.zeros_like(args[i]) if g is None else g for g, i in zip(grads, wrt)]

@@ -11,7 +11,7 @@ the mixed-precision sweep, and the edge-case grid.
 
 import dataclasses
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -167,6 +167,7 @@ SIGMOID_FOCAL_EDGES = SIGMOID_EDGES + [
 def soft_y(rng, n, classes=3):
     return rng.dirichlet(np.ones(classes), n).astype("float32")
 
+
 # Missing labels: all-missing rows, huge predictions under missing labels.
 REGRESSION_EDGES = TASK_EDGES + [
     (
@@ -187,7 +188,10 @@ POISSON_RATE_EDGES = [
 ]
 
 GAUSSIAN_EDGES = [
-    (_f32([0.0, 1e20, 1.0, 5.0]), _f32([[0.0, -100.0], [0.0, 100.0], [1.0, -1000.0], [0.0, 1000.0]])),
+    (
+        _f32([0.0, 1e20, 1.0, 5.0]),
+        _f32([[0.0, -100.0], [0.0, 100.0], [1.0, -1000.0], [0.0, 1000.0]]),
+    ),
     (_f32([1e-6, 0.0, 3.0]), _f32([[0.0, -100.0], [0.0, 0.0], [-3.0, 80.0]])),
 ]
 
@@ -248,7 +252,10 @@ TRIPLET_EDGES = [
     (np.array([0, 1, 0, 1], "int32"), _f32([[1.0, 2.0, 3.0]] * 3 + [[1.0, 2.0, 4.0]])),
     (np.array([0, 1, 2], "int32"), _f32([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])),
     (np.array([5, 5, 5], "int32"), _f32([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])),
-    (np.array([0, 0, 1, 2], "int32"), _f32([[1e30, 0.0, 0.0], [1e30, 0.0, 0.0], [-1e30, 1e30, 0.0], [1e-30, 0.0, 0.0]])),
+    (
+        np.array([0, 0, 1, 2], "int32"),
+        _f32([[1e30, 0.0, 0.0], [1e30, 0.0, 0.0], [-1e30, 1e30, 0.0], [1e-30, 0.0, 0.0]]),
+    ),
 ]
 
 CONTRASTIVE_EDGES = [
@@ -257,16 +264,30 @@ CONTRASTIVE_EDGES = [
 ]
 
 COSINE_EDGES = [
-    (_f32([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]), _f32([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])),  # zero vectors
+    (
+        _f32([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]),
+        _f32([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]),
+    ),  # zero vectors
     (_f32([[0.0, 0.0, 0.0]]), _f32([[0.0, 0.0, 0.0]])),
-    (_f32([[1e30, 1e30, 0.0], [300.0, 300.0, 300.0]]), _f32([[-1e30, 1e-30, 0.0], [300.0, 300.0, 300.0]])),
+    (
+        _f32([[1e30, 1e30, 0.0], [300.0, 300.0, 300.0]]),
+        _f32([[-1e30, 1e-30, 0.0], [300.0, 300.0, 300.0]]),
+    ),
 ]
 
 INFO_NCE_EDGES = [
     (np.zeros(3, "float32"), _f32(np.zeros((2, 3, 4)))),  # zero embeddings
     (np.zeros(3, "float32"), _f32(np.ones((2, 3, 4)))),  # identical views
     (np.zeros(1, "float32"), _f32([[[1.0, 2.0, 3.0, 4.0]], [[0.0, 0.0, 0.0, 0.0]]])),  # one pair
-    (np.zeros(2, "float32"), _f32([[[1e30, 0.0, 0.0, 0.0], [0.0, 1e-30, 0.0, 0.0]], [[1e30, 0.0, 0.0, 0.0], [0.0, -1e-30, 0.0, 0.0]]])),
+    (
+        np.zeros(2, "float32"),
+        _f32(
+            [
+                [[1e30, 0.0, 0.0, 0.0], [0.0, 1e-30, 0.0, 0.0]],
+                [[1e30, 0.0, 0.0, 0.0], [0.0, -1e-30, 0.0, 0.0]],
+            ]
+        ),
+    ),
 ]
 
 # Constant targets and/or predictions (Keras: NaN), a single sample.
@@ -275,7 +296,10 @@ CORRELATION_EDGES = [
     (_f32([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]), _f32([[0.5, 0.5, 0.5], [1.0, 1.0, 1.0]])),
     (_f32([[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]), _f32([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])),
     (_f32([[1.0, 2.0, 3.0]]), _f32([[3.0, 1.0, 2.0]])),
-    (_f32([[1e4, 1e4 + 1.0, 1e4 - 1.0], [1e4, 1e4, 1e4]]), _f32([[0.0, 1.0, -1.0], [5.0, 5.0, 5.0]])),
+    (
+        _f32([[1e4, 1e4 + 1.0, 1e4 - 1.0], [1e4, 1e4, 1e4]]),
+        _f32([[0.0, 1.0, -1.0], [5.0, 5.0, 5.0]]),
+    ),
 ]
 
 
@@ -288,48 +312,302 @@ def _specs():
         Spec(
             "mmtd_task_masked",
             losses.MaskedMultiTaskDistance,
-            {"per": "task", "squared": True, "task_mask": [True, False, True, True, True], "task_weights": [1.0, 2.0, 0.5, 1.0, 1.0]},
+            {
+                "per": "task",
+                "squared": True,
+                "task_mask": [True, False, True, True, True],
+                "task_weights": [1.0, 2.0, 0.5, 1.0, 1.0],
+            },
             5,
             tasks_y,
             TASK_EDGES,
             task_weights_2d,
         ),
-        Spec("softmax_ce", losses.StableSoftmaxCrossEntropy, {"label_smoothing": 0.1}, 3, onehot_y, SOFTMAX_EDGES),
-        Spec("softmax_ce_probs", losses.StableSoftmaxCrossEntropy, {"from_logits": False}, 3, onehot_y, PROB_EDGES),
-        Spec("sparse_ce", losses.StableSparseSoftmaxCrossEntropy, {"ignore_class": -1}, 3, sparse_y, SPARSE_EDGES),
-        Spec("sigmoid_ce", losses.StableSigmoidCrossEntropy, {"label_smoothing": 0.2}, 2, binary_y, SIGMOID_EDGES),
-        Spec("sigmoid_focal", losses.StableSigmoidFocalCrossEntropy, {"gamma": 0.5, "alpha": 0.25, "label_smoothing": 0.1}, 2, binary_y, SIGMOID_FOCAL_EDGES),
-        Spec("sigmoid_focal_probs", losses.StableSigmoidFocalCrossEntropy, {"from_logits": False}, 2, binary_y, BINARY_PROB_EDGES),
-        Spec("softmax_focal", losses.StableSoftmaxFocalCrossEntropy, {"gamma": 0.5, "alpha": [0.25, 0.5, 1.0], "label_smoothing": 0.1}, 3, onehot_y, SOFTMAX_EDGES),
-        Spec("softmax_focal_probs", losses.StableSoftmaxFocalCrossEntropy, {"from_logits": False, "alpha": 0.25}, 3, onehot_y, PROB_EDGES),
+        Spec(
+            "softmax_ce",
+            losses.StableSoftmaxCrossEntropy,
+            {"label_smoothing": 0.1},
+            3,
+            onehot_y,
+            SOFTMAX_EDGES,
+        ),
+        Spec(
+            "softmax_ce_probs",
+            losses.StableSoftmaxCrossEntropy,
+            {"from_logits": False},
+            3,
+            onehot_y,
+            PROB_EDGES,
+        ),
+        Spec(
+            "sparse_ce",
+            losses.StableSparseSoftmaxCrossEntropy,
+            {"ignore_class": -1},
+            3,
+            sparse_y,
+            SPARSE_EDGES,
+        ),
+        Spec(
+            "sigmoid_ce",
+            losses.StableSigmoidCrossEntropy,
+            {"label_smoothing": 0.2},
+            2,
+            binary_y,
+            SIGMOID_EDGES,
+        ),
+        Spec(
+            "sigmoid_focal",
+            losses.StableSigmoidFocalCrossEntropy,
+            {"gamma": 0.5, "alpha": 0.25, "label_smoothing": 0.1},
+            2,
+            binary_y,
+            SIGMOID_FOCAL_EDGES,
+        ),
+        Spec(
+            "sigmoid_focal_probs",
+            losses.StableSigmoidFocalCrossEntropy,
+            {"from_logits": False},
+            2,
+            binary_y,
+            BINARY_PROB_EDGES,
+        ),
+        Spec(
+            "softmax_focal",
+            losses.StableSoftmaxFocalCrossEntropy,
+            {"gamma": 0.5, "alpha": [0.25, 0.5, 1.0], "label_smoothing": 0.1},
+            3,
+            onehot_y,
+            SOFTMAX_EDGES,
+        ),
+        Spec(
+            "softmax_focal_probs",
+            losses.StableSoftmaxFocalCrossEntropy,
+            {"from_logits": False, "alpha": 0.25},
+            3,
+            onehot_y,
+            PROB_EDGES,
+        ),
         Spec("kl", losses.StableKLDivergence, {}, 3, soft_y, SOFTMAX_EDGES),
         Spec("kl_probs", losses.StableKLDivergence, {"from_logits": False}, 3, soft_y, PROB_EDGES),
-        Spec("poisson_log", losses.StablePoisson, {"full": True}, 3, counts_y, POISSON_LOG_EDGES, example_weights),
-        Spec("poisson_rate", losses.StablePoisson, {"log_input": False}, 3, counts_y, POISSON_RATE_EDGES),
-        Spec("gaussian_nll", losses.StableGaussianNLL, {"full": True}, 2, gaussian_y, GAUSSIAN_EDGES, example_weights),
+        Spec(
+            "poisson_log",
+            losses.StablePoisson,
+            {"full": True},
+            3,
+            counts_y,
+            POISSON_LOG_EDGES,
+            example_weights,
+        ),
+        Spec(
+            "poisson_rate",
+            losses.StablePoisson,
+            {"log_input": False},
+            3,
+            counts_y,
+            POISSON_RATE_EDGES,
+        ),
+        Spec(
+            "gaussian_nll",
+            losses.StableGaussianNLL,
+            {"full": True},
+            2,
+            gaussian_y,
+            GAUSSIAN_EDGES,
+            example_weights,
+        ),
         Spec("masked_mse", losses.MaskedMeanSquaredError, {}, 5, tasks_y, REGRESSION_EDGES),
-        Spec("masked_mae", losses.MaskedMeanAbsoluteError, {"reduction": "sum"}, 5, tasks_y, REGRESSION_EDGES, example_weights),
-        Spec("masked_huber", losses.MaskedHuber, {"delta": 0.5}, 5, tasks_y, REGRESSION_EDGES, example_weights),
-        Spec("cosine", losses.StableCosineSimilarity, {"axis": -1}, 3, regression_y, COSINE_EDGES, example_weights),
-        Spec("contrastive", losses.ContrastiveLoss, {"margin": 0.5}, 1, pair_labels, CONTRASTIVE_EDGES, example_weights, model=pair_distances_model),
-        Spec("triplet_semihard", losses.TripletSemiHardLoss, {"margin": 0.5}, 3, class_labels, TRIPLET_EDGES, example_weights, batch_level=True),
-        Spec("triplet_semihard_angular", losses.TripletSemiHardLoss, {"distance_metric": "angular"}, 3, class_labels, TRIPLET_EDGES, batch_level=True),
-        Spec("triplet_hard", losses.TripletHardLoss, {"margin": 0.5, "distance_metric": "squared-L2"}, 3, class_labels, TRIPLET_EDGES, example_weights, batch_level=True),
-        Spec("triplet_hard_soft", losses.TripletHardLoss, {"soft": True}, 3, class_labels, TRIPLET_EDGES, batch_level=True),
-        Spec("info_nce", losses.InfoNCELoss, {"temperature": 0.05}, 4, zeros_y, INFO_NCE_EDGES, example_weights, model=two_views_model, batch_level=True, pred_batch_axis=1),
+        Spec(
+            "masked_mae",
+            losses.MaskedMeanAbsoluteError,
+            {"reduction": "sum"},
+            5,
+            tasks_y,
+            REGRESSION_EDGES,
+            example_weights,
+        ),
+        Spec(
+            "masked_huber",
+            losses.MaskedHuber,
+            {"delta": 0.5},
+            5,
+            tasks_y,
+            REGRESSION_EDGES,
+            example_weights,
+        ),
+        Spec(
+            "cosine",
+            losses.StableCosineSimilarity,
+            {"axis": -1},
+            3,
+            regression_y,
+            COSINE_EDGES,
+            example_weights,
+        ),
+        Spec(
+            "contrastive",
+            losses.ContrastiveLoss,
+            {"margin": 0.5},
+            1,
+            pair_labels,
+            CONTRASTIVE_EDGES,
+            example_weights,
+            model=pair_distances_model,
+        ),
+        Spec(
+            "triplet_semihard",
+            losses.TripletSemiHardLoss,
+            {"margin": 0.5},
+            3,
+            class_labels,
+            TRIPLET_EDGES,
+            example_weights,
+            batch_level=True,
+        ),
+        Spec(
+            "triplet_semihard_angular",
+            losses.TripletSemiHardLoss,
+            {"distance_metric": "angular"},
+            3,
+            class_labels,
+            TRIPLET_EDGES,
+            batch_level=True,
+        ),
+        Spec(
+            "triplet_hard",
+            losses.TripletHardLoss,
+            {"margin": 0.5, "distance_metric": "squared-L2"},
+            3,
+            class_labels,
+            TRIPLET_EDGES,
+            example_weights,
+            batch_level=True,
+        ),
+        Spec(
+            "triplet_hard_soft",
+            losses.TripletHardLoss,
+            {"soft": True},
+            3,
+            class_labels,
+            TRIPLET_EDGES,
+            batch_level=True,
+        ),
+        Spec(
+            "info_nce",
+            losses.InfoNCELoss,
+            {"temperature": 0.05},
+            4,
+            zeros_y,
+            INFO_NCE_EDGES,
+            example_weights,
+            model=two_views_model,
+            batch_level=True,
+            pred_batch_axis=1,
+        ),
     ]
     metric_specs = [
-        Spec("m_mmtd_sample", metrics.MaskedMultiTaskDistance, {}, 5, tasks_y, TASK_EDGES, train_loss=losses.MaskedMultiTaskDistance),
-        Spec("m_mmtd_task", metrics.MaskedMultiTaskDistance, {"per": "task"}, 5, tasks_y, TASK_EDGES, task_weights_2d, train_loss=losses.MaskedMultiTaskDistance),
-        Spec("m_ce", metrics.StableCrossEntropy, {"label_smoothing": 0.1}, 3, onehot_y, SOFTMAX_EDGES, train_loss=losses.StableSoftmaxCrossEntropy),
-        Spec("m_ce_probs", metrics.StableCrossEntropy, {"from_logits": False}, 3, onehot_y, PROB_EDGES, train_loss=lambda: losses.StableSoftmaxCrossEntropy(from_logits=False)),
-        Spec("m_sparse_ce", metrics.StableSparseCrossEntropy, {"ignore_class": -1}, 3, sparse_y, SPARSE_EDGES, train_loss=lambda: losses.StableSparseSoftmaxCrossEntropy(ignore_class=-1)),
-        Spec("m_bce", metrics.StableBinaryCrossEntropy, {"label_smoothing": 0.2}, 2, binary_y, SIGMOID_EDGES, train_loss=losses.StableSigmoidCrossEntropy),
-        Spec("m_bce_probs", metrics.StableBinaryCrossEntropy, {"from_logits": False}, 2, binary_y, BINARY_PROB_EDGES, train_loss=lambda: losses.StableSigmoidCrossEntropy(from_logits=False)),
-        Spec("m_pearson_rows", metrics.StablePearsonCorrelation, {"axis": -1}, 3, regression_y, CORRELATION_EDGES, example_weights, train_loss=keras.losses.MeanSquaredError),
-        Spec("m_pearson_columns", metrics.StablePearsonCorrelation, {"axis": 0}, 3, regression_y, CORRELATION_EDGES, example_weights, train_loss=keras.losses.MeanSquaredError),
-        Spec("m_r2", metrics.StableR2Score, {}, 3, regression_y, CORRELATION_EDGES, example_weights, train_loss=keras.losses.MeanSquaredError),
-        Spec("m_r2_weighted_adjusted", metrics.StableR2Score, {"class_aggregation": "variance_weighted_average", "num_regressors": 2}, 3, regression_y, CORRELATION_EDGES, train_loss=keras.losses.MeanSquaredError),
+        Spec(
+            "m_mmtd_sample",
+            metrics.MaskedMultiTaskDistance,
+            {},
+            5,
+            tasks_y,
+            TASK_EDGES,
+            train_loss=losses.MaskedMultiTaskDistance,
+        ),
+        Spec(
+            "m_mmtd_task",
+            metrics.MaskedMultiTaskDistance,
+            {"per": "task"},
+            5,
+            tasks_y,
+            TASK_EDGES,
+            task_weights_2d,
+            train_loss=losses.MaskedMultiTaskDistance,
+        ),
+        Spec(
+            "m_ce",
+            metrics.StableCrossEntropy,
+            {"label_smoothing": 0.1},
+            3,
+            onehot_y,
+            SOFTMAX_EDGES,
+            train_loss=losses.StableSoftmaxCrossEntropy,
+        ),
+        Spec(
+            "m_ce_probs",
+            metrics.StableCrossEntropy,
+            {"from_logits": False},
+            3,
+            onehot_y,
+            PROB_EDGES,
+            train_loss=lambda: losses.StableSoftmaxCrossEntropy(from_logits=False),
+        ),
+        Spec(
+            "m_sparse_ce",
+            metrics.StableSparseCrossEntropy,
+            {"ignore_class": -1},
+            3,
+            sparse_y,
+            SPARSE_EDGES,
+            train_loss=lambda: losses.StableSparseSoftmaxCrossEntropy(ignore_class=-1),
+        ),
+        Spec(
+            "m_bce",
+            metrics.StableBinaryCrossEntropy,
+            {"label_smoothing": 0.2},
+            2,
+            binary_y,
+            SIGMOID_EDGES,
+            train_loss=losses.StableSigmoidCrossEntropy,
+        ),
+        Spec(
+            "m_bce_probs",
+            metrics.StableBinaryCrossEntropy,
+            {"from_logits": False},
+            2,
+            binary_y,
+            BINARY_PROB_EDGES,
+            train_loss=lambda: losses.StableSigmoidCrossEntropy(from_logits=False),
+        ),
+        Spec(
+            "m_pearson_rows",
+            metrics.StablePearsonCorrelation,
+            {"axis": -1},
+            3,
+            regression_y,
+            CORRELATION_EDGES,
+            example_weights,
+            train_loss=keras.losses.MeanSquaredError,
+        ),
+        Spec(
+            "m_pearson_columns",
+            metrics.StablePearsonCorrelation,
+            {"axis": 0},
+            3,
+            regression_y,
+            CORRELATION_EDGES,
+            example_weights,
+            train_loss=keras.losses.MeanSquaredError,
+        ),
+        Spec(
+            "m_r2",
+            metrics.StableR2Score,
+            {},
+            3,
+            regression_y,
+            CORRELATION_EDGES,
+            example_weights,
+            train_loss=keras.losses.MeanSquaredError,
+        ),
+        Spec(
+            "m_r2_weighted_adjusted",
+            metrics.StableR2Score,
+            {"class_aggregation": "variance_weighted_average", "num_regressors": 2},
+            3,
+            regression_y,
+            CORRELATION_EDGES,
+            train_loss=keras.losses.MeanSquaredError,
+        ),
     ]
     return loss_specs, metric_specs
 
@@ -370,7 +648,13 @@ def _activation(spec):
         return "softplus"  # Poisson rates must be >= 0
     if spec.kwargs.get("from_logits") is not False:
         return None
-    return "sigmoid" if spec.cls.__name__.endswith(("SigmoidCrossEntropy", "BinaryCrossEntropy", "SigmoidFocalCrossEntropy")) else "softmax"
+    return (
+        "sigmoid"
+        if spec.cls.__name__.endswith(
+            ("SigmoidCrossEntropy", "BinaryCrossEntropy", "SigmoidFocalCrossEntropy")
+        )
+        else "softmax"
+    )
 
 
 def evaluate(obj, y_true, y_pred, sample_weight=None):
@@ -388,7 +672,9 @@ def compile_model(spec, jit_compile=False, model=None):
     if is_metric(obj):
         # Metrics ride on the loss their spec names, so the model can train.
         loss = spec.train_loss()
-        model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss, metrics=[obj], jit_compile=jit_compile)
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.01), loss=loss, metrics=[obj], jit_compile=jit_compile
+        )
     else:
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss=obj, jit_compile=jit_compile)
     return model

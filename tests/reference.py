@@ -92,7 +92,9 @@ def softmax_cross_entropy(labels, logits, axis=-1, mask=None, label_smoothing=0.
         n = np.maximum(np.sum(valid, axis=axis, keepdims=True), 1)
         labels = labels * (1 - label_smoothing) + np.where(valid, label_smoothing / n, 0.0)
     logp = log_softmax(logits, axis=axis, mask=mask)
-    terms = np.where(valid, labels * np.where(valid, logp, 0.0), np.where(labels == 0, 0.0, NEG_INF))
+    terms = np.where(
+        valid, labels * np.where(valid, logp, 0.0), np.where(labels == 0, 0.0, NEG_INF)
+    )
     loss = -np.sum(terms, axis=axis)
     nonempty = np.any(valid, axis=axis)
     return np.where(nonempty, loss, 0.0)
@@ -136,7 +138,9 @@ def masked_task_distance(y_true, y_pred, mask=None, axis=-1, squared=False):
     w = np.ones_like(y_true)
     if mask is not None:
         m = np.asarray(mask)
-        w = np.broadcast_to(m.astype("float64") if m.dtype != bool else m.astype("float64"), y_true.shape)
+        w = np.broadcast_to(
+            m.astype("float64") if m.dtype != bool else m.astype("float64"), y_true.shape
+        )
         w = np.where(w > 0, w, 0.0)
     w = np.where(np.isnan(y_true), 0.0, w)
     d = np.where(w > 0, np.nan_to_num(y_true) - y_pred, 0.0)
@@ -243,7 +247,9 @@ def _log_softmax_pair(x, axis=-1, mask=None):
     return np.moveaxis(logp, -1, axis), np.moveaxis(log1m, -1, axis)
 
 
-def softmax_focal_cross_entropy(labels, logits, gamma=2.0, alpha=None, axis=-1, mask=None, label_smoothing=0.0):
+def softmax_focal_cross_entropy(
+    labels, logits, gamma=2.0, alpha=None, axis=-1, mask=None, label_smoothing=0.0
+):
     logits, labels = _f64(logits), _f64(labels)
     valid = _valid(logits, mask)
     if label_smoothing:
@@ -331,7 +337,9 @@ def triplet_semihard_loss(labels, embeddings, margin=1.0, distance_metric="L2", 
     return total / count if count else 0.0
 
 
-def triplet_hard_loss(labels, embeddings, margin=1.0, soft=False, distance_metric="L2", weights=None):
+def triplet_hard_loss(
+    labels, embeddings, margin=1.0, soft=False, distance_metric="L2", weights=None
+):
     """TF Addons' batch-hard triplet loss, one anchor at a time: the farthest
     positive and the closest negative; max(gap + margin, 0) or softplus(gap);
     weighted mean over the anchors with a positive and a negative (0 if

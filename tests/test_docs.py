@@ -77,9 +77,9 @@ def test_public_name_has_a_docstring(package, name):
 @pytest.mark.parametrize("package,name", PUBLIC, ids=[f"{p}.{n}" for p, n in PUBLIC])
 def test_public_name_is_in_the_api_reference(package, name):
     page = _api_page(package).read_text()
-    assert re.search(
-        rf"^::: keras_stable\.{package}\.{name}\s*$", page, re.MULTILINE
-    ), f"docs/api/{_api_page(package).name} lacks `::: keras_stable.{package}.{name}`"
+    assert re.search(rf"^::: keras_stable\.{package}\.{name}\s*$", page, re.MULTILINE), (
+        f"docs/api/{_api_page(package).name} lacks `::: keras_stable.{package}.{name}`"
+    )
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -94,11 +94,7 @@ def test_api_reference_names_only_public_objects(package):
 
 def test_every_page_is_in_the_nav():
     config = (ROOT / "mkdocs.yml").read_text()
-    pages = [
-        p.relative_to(DOCS).as_posix()
-        for p in DOCS.rglob("*.md")
-        if "scripts" not in p.parts
-    ]
+    pages = [p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md") if "scripts" not in p.parts]
     assert pages
     for page in pages:
         assert re.search(rf":\s*{re.escape(page)}\s*$", config, re.MULTILINE), (
@@ -158,8 +154,16 @@ def test_docstring_examples_run():
     env = dict(os.environ, KERAS_BACKEND=keras.config.backend())
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "--doctest-modules", "keras_stable"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--doctest-modules",
+            "keras_stable",
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -153,17 +153,13 @@ def _masking_cases():
         (
             "squared error, NaN label\nmasked by multiplying",
             lambda p: ops.sum(ops.cast(keep, p.dtype) * (nan_label - p) ** 2),
-            lambda p: keras_stable.ops.masked_task_distance(
-                nan_label, p, mask=keep, squared=True
-            ),
+            lambda p: keras_stable.ops.masked_task_distance(nan_label, p, mask=keep, squared=True),
             np.zeros(3),
         ),
         (
             "squared error, NaN label\nmasked by one where()",
             lambda p: ops.sum(ops.where(keep, (nan_label - p) ** 2, 0.0)),
-            lambda p: keras_stable.ops.masked_task_distance(
-                nan_label, p, mask=keep, squared=True
-            ),
+            lambda p: keras_stable.ops.masked_task_distance(nan_label, p, mask=keep, squared=True),
             np.zeros(3),
         ),
         (
@@ -180,9 +176,7 @@ def _masking_cases():
         ),
         (
             "cross-entropy, logits\n[2, -inf, 0], label 0",
-            lambda x: keras.losses.categorical_crossentropy(
-                ce_labels, x, from_logits=True
-            ),
+            lambda x: keras.losses.categorical_crossentropy(ce_labels, x, from_logits=True),
             lambda x: keras_stable.ops.softmax_cross_entropy(ce_labels, x),
             np.array([[2.0, -np.inf, 0.0]]),
         ),
@@ -214,8 +208,13 @@ def plot_masking():
     ax.axis("off")
     for col, title in enumerate(columns):
         ax.text(
-            col + 0.5, -0.15, title, ha="center", va="bottom",
-            fontsize=9, weight="bold",
+            col + 0.5,
+            -0.15,
+            title,
+            ha="center",
+            va="bottom",
+            fontsize=9,
+            weight="bold",
         )
     for row, (name, plain, stable, x) in enumerate(cases):
         ax.text(-0.05, row + 0.5, name, ha="right", va="center", fontsize=8)
@@ -236,7 +235,11 @@ def plot_masking():
                     )
                 )
                 ax.text(
-                    col + 0.5, row + 0.5, text, ha="center", va="center",
+                    col + 0.5,
+                    row + 0.5,
+                    text,
+                    ha="center",
+                    va="center",
                     fontsize=8,
                 )
     fig.subplots_adjust(left=0.2, right=0.99, top=0.9, bottom=0.02)
@@ -250,14 +253,10 @@ def plot_half_precision():
     x = np.repeat(ts[:, None], 4, axis=1).astype("float16")
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     plain_norm = np.asarray(ops.cast(ops.norm(x, axis=-1), "float64"))
-    stable_norm = np.asarray(
-        ops.cast(keras_stable.ops.safe_norm(x, axis=-1), "float64")
-    )
+    stable_norm = np.asarray(ops.cast(keras_stable.ops.safe_norm(x, axis=-1), "float64"))
     shown = np.where(np.isinf(plain_norm), np.nan, plain_norm)
     left.plot(ts, shown, label="keras.ops.norm (float16)", **PLAIN)
-    left.plot(
-        ts, stable_norm, label="keras_stable.ops.safe_norm (float16)", **STABLE
-    )
+    left.plot(ts, stable_norm, label="keras_stable.ops.safe_norm (float16)", **STABLE)
     first_inf = ts[np.flatnonzero(np.isinf(plain_norm))[0]]
     left.axvspan(first_inf, ts[-1], color=RED, alpha=0.08)
     left.annotate(
@@ -274,6 +273,7 @@ def plot_half_precision():
         ylabel="norm",
     )
     left.legend(fontsize=8, loc="upper left")
+
     def first_entry(values):
         return np.asarray(ops.cast(values, "float64"))[:, 0]
 
@@ -345,14 +345,19 @@ def plot_regression():
             "float64",
         )
     )
-    axes[2].plot(lvs, np.where(np.isfinite(naive), naive, np.nan), label="0.5 (v + d² exp(-v))", **PLAIN)
+    axes[2].plot(
+        lvs, np.where(np.isfinite(naive), naive, np.nan), label="0.5 (v + d² exp(-v))", **PLAIN
+    )
     axes[2].plot(lvs, stable, label="keras_stable.ops.gaussian_nll", **STABLE)
     axes[2].plot(lvs, exact, color=GREY, linestyle=":", label="exact")
     first_nan = lvs[np.flatnonzero(~np.isfinite(naive))].max()
     axes[2].axvspan(lvs[0], first_nan, color=RED, alpha=0.08)
     axes[2].annotate(
-        f"naive form NaN\nbelow v = {first_nan:.1f}", (first_nan, 40), xytext=(6, 0),
-        textcoords="offset points", color=RED,
+        f"naive form NaN\nbelow v = {first_nan:.1f}",
+        (first_nan, 40),
+        xytext=(6, 0),
+        textcoords="offset points",
+        color=RED,
     )
     print(f"Gaussian NLL, d = 1e-30: naive NaN for log_var <= {first_nan:.1f}")
     axes[2].set(
@@ -382,8 +387,11 @@ def plot_saturated_probabilities():
         values = [float(value_and_grad(lambda x: loss(y, x), [[0.0, s, -s]])[0]) for s in ss]
         axes[0].plot(ss, values, label=name, **look)
         print(f"focal, logits [0, 30, -30], label 0, {name}: {values[120]:.4g} (exact 7.5)")
-    axes[0].set(title="categorical focal loss, logits [0, s, -s], label 0",
-                xlabel="s", ylabel="loss (alpha 0.25, gamma 2)")
+    axes[0].set(
+        title="categorical focal loss, logits [0, s, -s], label 0",
+        xlabel="s",
+        ylabel="loss (alpha 0.25, gamma 2)",
+    )
     axes[0].legend(fontsize=8)
 
     # 2. Gradient of the binary focal loss (gamma 0.5) of an easy example.
@@ -400,11 +408,17 @@ def plot_saturated_probabilities():
         if not np.isfinite(grads).all():
             first = xs[np.flatnonzero(~np.isfinite(grads)).min()]
             axes[1].axvspan(first, xs[-1], color=RED, alpha=0.08)
-            axes[1].annotate(f"Keras: NaN gradient\nfrom x = {first:.2f}", (first, 1e-3),
-                             xytext=(6, 0), textcoords="offset points", color=RED)
+            axes[1].annotate(
+                f"Keras: NaN gradient\nfrom x = {first:.2f}",
+                (first, 1e-3),
+                xytext=(6, 0),
+                textcoords="offset points",
+                color=RED,
+            )
             print(f"binary focal, gamma 0.5, label 1, {name}: NaN gradient from logit {first:.2f}")
-    axes[1].set(title="binary focal loss (gamma 0.5), label 1: -d/dx",
-                xlabel="logit x", ylim=(1e-45, 10))
+    axes[1].set(
+        title="binary focal loss (gamma 0.5), label 1: -d/dx", xlabel="logit x", ylim=(1e-45, 10)
+    )
     axes[1].legend(fontsize=8, loc="lower left")
 
     # 3. Cross-entropy of a probability read as data: p = softmax([0, s])[0].
@@ -421,16 +435,22 @@ def plot_saturated_probabilities():
     }
     looks = [dict(color=GREY, linestyle="--"), PLAIN, STABLE]
     for (name, fn), look in zip(curves.items(), looks):
-        values = np.array([
-            float(np.ravel(value_and_grad(fn, [[p, 1.0 - p]])[0])[0]) for p in probs
-        ])
+        values = np.array(
+            [float(np.ravel(value_and_grad(fn, [[p, 1.0 - p]])[0])[0]) for p in probs]
+        )
         axes[2].plot(ss, np.where(np.isfinite(values), values, np.nan), label=name, **look)
         at = np.flatnonzero(ss == 90.0)[0]
-        print(f"CE of p = softmax([0, 90])[0] = {probs[at]:.3g}, {name}: {values[at]:.4g} (exact 90)")
+        print(
+            f"CE of p = softmax([0, 90])[0] = {probs[at]:.3g}, {name}: {values[at]:.4g} (exact 90)"
+        )
     axes[2].plot(ss, exact, color=GREY, linestyle=":", label="exact")
     axes[2].axvline(-np.log(np.finfo(np.float32).tiny), color=GREY, linewidth=0.8)
-    axes[2].set(title="cross-entropy of p = softmax([0, s])[0] as data",
-                xlabel="logit gap s", ylabel="loss", ylim=(0, 125))
+    axes[2].set(
+        title="cross-entropy of p = softmax([0, s])[0] as data",
+        xlabel="logit gap s",
+        ylabel="loss",
+        ylim=(0, 125),
+    )
     axes[2].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(IMG / "saturated-probabilities.png", dpi=100)
@@ -480,11 +500,17 @@ def plot_distances():
         right.plot(ts, np.where(np.isfinite(grads), grads, np.nan), label=name, **looks[name])
         zero = np.flatnonzero(ts == 0.0)[0]
         err = np.max(np.abs(values - np.abs(ts)))
-        print(f"distance to a + t e1, {name}: max error {err:.3g}, value at 0 {values[zero]:.3g}, grad at 0 {grads[zero]}")
+        print(
+            f"distance to a + t e1, {name}: max error {err:.3g}, value at 0 {values[zero]:.3g}, grad at 0 {grads[zero]}"
+        )
         if np.isnan(grads[zero]):
             right.plot([0], [0], "x", color=RED, markersize=12, mew=3)
-            right.annotate("NaN at t = 0", (0, 0), xytext=(10, 10), textcoords="offset points", color=RED)
-    left.set(title="distance between a and a + t·e1 (|a| ≈ 60), float32", xlabel="t", ylabel="distance")
+            right.annotate(
+                "NaN at t = 0", (0, 0), xytext=(10, 10), textcoords="offset points", color=RED
+            )
+    left.set(
+        title="distance between a and a + t·e1 (|a| ≈ 60), float32", xlabel="t", ylabel="distance"
+    )
     right.set(title="gradient d/dt (exact: sign(t), 0 at 0)", xlabel="t", ylim=(-3, 3))
     left.legend(fontsize=8, loc="upper center")
     right.legend(fontsize=8, loc="lower right")
@@ -496,8 +522,7 @@ def plot_distances():
 def main():
     IMG.mkdir(exist_ok=True)
     print(
-        f"Keras {keras.__version__}, TensorFlow {tf.__version__}, "
-        f"backend {keras.config.backend()}"
+        f"Keras {keras.__version__}, TensorFlow {tf.__version__}, backend {keras.config.backend()}"
     )
     plot_norm_at_zero()
     plot_softmax_overflow()

@@ -45,21 +45,16 @@ def check_axis(axis, rank=None, name="axis", multiple=False, where=""):
     if multiple and axis is None:
         return None if rank is None else tuple(range(rank))
     if multiple and isinstance(axis, (tuple, list)):
-        axes = tuple(
-            check_axis(a, rank, name=name, where=where) for a in axis
-        )
+        axes = tuple(check_axis(a, rank, name=name, where=where) for a in axis)
         if rank is not None:
             if len(set(axes)) != len(axes):
                 raise ValueError(f"`{name}`={axis!r} repeats an axis{suffix}.")
             return tuple(sorted(axes))
         return axes
     if not _is_int(axis):
-        expected = (
-            "an int, a tuple of ints or None" if multiple else "an int"
-        )
+        expected = "an int, a tuple of ints or None" if multiple else "an int"
         raise ValueError(
-            f"`{name}` must be {expected}{suffix}, got {axis!r} of type "
-            f"{type(axis).__name__}."
+            f"`{name}` must be {expected}{suffix}, got {axis!r} of type {type(axis).__name__}."
         )
     axis = int(axis)
     if rank is None:
@@ -76,44 +71,30 @@ def check_axis(axis, rank=None, name="axis", multiple=False, where=""):
 
 def check_bool(value, name):
     if not isinstance(value, bool):
-        raise ValueError(
-            f"`{name}` must be a bool, got {value!r} of type "
-            f"{type(value).__name__}."
-        )
+        raise ValueError(f"`{name}` must be a bool, got {value!r} of type {type(value).__name__}.")
     return value
 
 
 def check_label_smoothing(label_smoothing):
     """Raises a `ValueError` unless `0 <= label_smoothing < 1`."""
-    if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, (int, float)
-    ):
-        raise ValueError(
-            "`label_smoothing` must be a float in [0, 1), got "
-            f"{label_smoothing!r}."
-        )
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)):
+        raise ValueError(f"`label_smoothing` must be a float in [0, 1), got {label_smoothing!r}.")
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(
-            "`label_smoothing` must be in [0, 1), got "
-            f"label_smoothing={label_smoothing}."
+            f"`label_smoothing` must be in [0, 1), got label_smoothing={label_smoothing}."
         )
     return float(label_smoothing)
 
 
 def check_ignore_class(ignore_class):
     if ignore_class is not None and not _is_int(ignore_class):
-        raise ValueError(
-            f"`ignore_class` must be an int or None, got {ignore_class!r}."
-        )
+        raise ValueError(f"`ignore_class` must be an int or None, got {ignore_class!r}.")
     return None if ignore_class is None else int(ignore_class)
 
 
 def check_reduction(reduction):
     if reduction not in REDUCTIONS:
-        raise ValueError(
-            f"Invalid `reduction`={reduction!r}: expected one of "
-            f"{list(REDUCTIONS)}."
-        )
+        raise ValueError(f"Invalid `reduction`={reduction!r}: expected one of {list(REDUCTIONS)}.")
     return reduction
 
 
@@ -167,8 +148,7 @@ def prepare_mask(mask, x, name="mask"):
             f"shape {x_shape}; it must broadcast to the input's shape."
         )
     error = ValueError(
-        f"`{name}` of shape {m_shape} does not broadcast to the input's "
-        f"shape {x_shape}."
+        f"`{name}` of shape {m_shape} does not broadcast to the input's shape {x_shape}."
     )
     try:
         full = broadcast_shape(x_shape, m_shape, "x", name)
@@ -185,8 +165,7 @@ def check_positive(value, name):
     """A finite real number > 0 (e.g. Huber's `delta`) -> float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(
-            f"`{name}` must be a finite number > 0, got {value!r} of type "
-            f"{type(value).__name__}."
+            f"`{name}` must be a finite number > 0, got {value!r} of type {type(value).__name__}."
         )
     value = float(value)
     if not (value > 0 and value < float("inf")):
@@ -198,14 +177,11 @@ def check_gamma(gamma):
     """The focusing parameter of a focal loss: a finite number >= 0."""
     if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
         raise ValueError(
-            f"`gamma` must be a finite number >= 0, got {gamma!r} of type "
-            f"{type(gamma).__name__}."
+            f"`gamma` must be a finite number >= 0, got {gamma!r} of type {type(gamma).__name__}."
         )
     gamma = float(gamma)
     if not 0.0 <= gamma < float("inf"):
-        raise ValueError(
-            f"`gamma` must be a finite number >= 0, got gamma={gamma}."
-        )
+        raise ValueError(f"`gamma` must be a finite number >= 0, got gamma={gamma}.")
     return gamma
 
 
@@ -230,8 +206,7 @@ def _check_unit(value, name, per_class):
     )
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(
-            f"`{name}` must be {expected}, got {value!r} of type "
-            f"{type(value).__name__}."
+            f"`{name}` must be {expected}, got {value!r} of type {type(value).__name__}."
         )
     value = float(value)
     if not 0.0 <= value <= 1.0:

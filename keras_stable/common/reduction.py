@@ -96,9 +96,7 @@ def weighted(values, weights):
     """`values * weights`, exactly 0 where the weight is 0 (even for inf)."""
     if weights is None:
         return values
-    return ops.where(
-        ops.equal(weights, 0), ops.zeros_like(values), values * weights
-    )
+    return ops.where(ops.equal(weights, 0), ops.zeros_like(values), values * weights)
 
 
 def combine_weights(values, sample_weight=None, mask=None, valid=None):
@@ -193,9 +191,7 @@ def reduce_losses(
     return _scale_for_distribution(ops.divide_no_nan(total, divisor))
 
 
-def weighted_sum_and_count(
-    values, sample_weight=None, mask=None, valid=None, dtype="float32"
-):
+def weighted_sum_and_count(values, sample_weight=None, mask=None, valid=None, dtype="float32"):
     """`(sum(w * values), sum(w))`: the update of a streaming weighted mean.
 
     The weights `w` are those of `reduce_losses` (sample weights, Keras mask,

@@ -53,9 +53,7 @@ class StableLoss(keras.losses.Loss):
     """
 
     def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
-        super().__init__(
-            name=name, reduction=check_reduction(reduction), dtype=dtype
-        )
+        super().__init__(name=name, reduction=check_reduction(reduction), dtype=dtype)
 
     def losses_and_valid(self, y_true, y_pred):
         raise NotImplementedError
@@ -66,9 +64,7 @@ class StableLoss(keras.losses.Loss):
         return PerExample(values, sample_weight, mask, valid)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        out = self.per_example(
-            y_true, y_pred, sample_weight, keras_mask_of(y_pred)
-        )
+        out = self.per_example(y_true, y_pred, sample_weight, keras_mask_of(y_pred))
         return reduce_losses(
             out.values,
             out.sample_weight,

@@ -34,10 +34,7 @@ def check_task_mask(task_mask):
             f"task, got shape {values.shape}."
         )
     if values.dtype != bool and not np.isin(values, (0, 1)).all():
-        raise ValueError(
-            "`task_mask` must hold booleans (or 0/1), got "
-            f"{values.tolist()}."
-        )
+        raise ValueError(f"`task_mask` must hold booleans (or 0/1), got {values.tolist()}.")
     return [bool(v) for v in values]
 
 
@@ -49,8 +46,7 @@ def check_task_weights(task_weights):
         values = np.asarray(task_weights, dtype="float64")
     except (TypeError, ValueError):
         raise ValueError(
-            f"`task_weights` must be a 1-D sequence of numbers, got "
-            f"{task_weights!r}."
+            f"`task_weights` must be a 1-D sequence of numbers, got {task_weights!r}."
         ) from None
     if values.ndim != 1 or values.size == 0:
         raise ValueError(
@@ -58,10 +54,7 @@ def check_task_weights(task_weights):
             f"per task, got shape {values.shape}."
         )
     if not (np.isfinite(values).all() and (values >= 0).all()):
-        raise ValueError(
-            "`task_weights` must be finite and >= 0, got "
-            f"{values.tolist()}."
-        )
+        raise ValueError(f"`task_weights` must be finite and >= 0, got {values.tolist()}.")
     return [float(v) for v in values]
 
 
@@ -268,9 +261,7 @@ class MaskedMultiTaskDistance(StableLoss):
         active = ops.any(observed, axis=axis)
         weights = outside
         if self.per == "task" and self.task_weights is not None:
-            weights = ops.convert_to_tensor(
-                np.asarray(self.task_weights, "float32")
-            )
+            weights = ops.convert_to_tensor(np.asarray(self.task_weights, "float32"))
         return PerExample(values, weights, None, active)
 
     def losses_and_valid(self, y_true, y_pred):
@@ -288,4 +279,3 @@ class MaskedMultiTaskDistance(StableLoss):
             }
         )
         return config
-

@@ -80,9 +80,7 @@ class StablePoisson(StableLoss):
 
     def losses_and_valid(self, y_true, y_pred):
         y_true, y_pred = align_ranks(to_float32(y_true), to_float32(y_pred))
-        values = stable_ops.poisson_nll(
-            y_true, y_pred, full=self.full, log_input=self.log_input
-        )
+        values = stable_ops.poisson_nll(y_true, y_pred, full=self.full, log_input=self.log_input)
         return mean_over_last_axis(values)
 
     def get_config(self):

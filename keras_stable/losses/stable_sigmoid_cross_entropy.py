@@ -101,9 +101,7 @@ class StableSigmoidCrossEntropy(StableLoss):
         if self.label_smoothing:
             s = self.label_smoothing
             y_true = y_true * (1.0 - s) + 0.5 * s
-        values = stable_ops.sigmoid_cross_entropy(
-            y_true, y_pred, from_logits=self.from_logits
-        )
+        values = stable_ops.sigmoid_cross_entropy(y_true, y_pred, from_logits=self.from_logits)
         rank = len(static_shape(values))
         if rank >= 2:
             values = ops.mean(values, axis=check_axis(self.axis, rank))

@@ -44,9 +44,7 @@ class LossMeanMetric(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         """Adds the twin loss's per-example values of one batch."""
-        out = self.loss.per_example(
-            y_true, y_pred, sample_weight, keras_mask_of(y_pred)
-        )
+        out = self.loss.per_example(y_true, y_pred, sample_weight, keras_mask_of(y_pred))
         total, count = weighted_sum_and_count(
             out.values, out.sample_weight, out.mask, out.valid, self.dtype
         )

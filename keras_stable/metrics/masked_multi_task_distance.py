@@ -130,13 +130,9 @@ class MaskedMultiTaskDistance(keras.metrics.Metric):
                 f"The metric was built for {self._tasks} tasks, got inputs "
                 f"of shape {tuple(y_pred.shape)}."
             )
-        sums = stable_ops.masked_task_distance(
-            y_true, y_pred, mask=inside, axis=0, squared=True
-        )
+        sums = stable_ops.masked_task_distance(y_true, y_pred, mask=inside, axis=0, squared=True)
         seen = ops.sum(ops.cast(observed, self.dtype), axis=0)
-        self.squared_sums.assign(
-            self.squared_sums + ops.cast(sums, self.dtype)
-        )
+        self.squared_sums.assign(self.squared_sums + ops.cast(sums, self.dtype))
         self.observed_counts.assign(self.observed_counts + seen)
 
     def result(self):

@@ -11,12 +11,12 @@ from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
 from keras_stable.ops.distance import masked_task_distance
 from keras_stable.ops.divergence import kl_divergence
-from keras_stable.ops.linear_cross_entropy import linear_softmax_cross_entropy
 from keras_stable.ops.division import safe_divide
 from keras_stable.ops.focal import sigmoid_focal_cross_entropy
 from keras_stable.ops.focal import softmax_focal_cross_entropy
 from keras_stable.ops.geometry import pairwise_distance
 from keras_stable.ops.geometry import safe_std
+from keras_stable.ops.linear_cross_entropy import linear_softmax_cross_entropy
 from keras_stable.ops.metric_learning import contrastive_loss
 from keras_stable.ops.metric_learning import info_nce_loss
 from keras_stable.ops.metric_learning import triplet_hard_loss

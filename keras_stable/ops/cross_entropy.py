@@ -14,9 +14,9 @@ from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_ignore_class
 from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.checks import check_same_shape
+from keras_stable.common.checks import prepare_mask
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
-from keras_stable.common.checks import prepare_mask
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
 from keras_stable.ops.softmax import _safe_log
@@ -102,9 +102,7 @@ def saturated_log(p):
     normal = ops.greater_equal(p, tiny)
     # The argument of `log` is never below `tiny`: one where suffices.
     log_p = ops.log(ops.where(normal, p, tiny))
-    return ops.where(
-        ops.greater_equal(p, 0), log_p, ops.full_like(p, float("nan"))
-    )
+    return ops.where(ops.greater_equal(p, 0), log_p, ops.full_like(p, float("nan")))
 
 
 def _saturated_log1m(p):
@@ -154,9 +152,7 @@ def _recovered_logits(y_pred, probs, activation, axis=None):
     else:
         expected = ops.softmax(logits, axis=axis)
     expected = ops.stop_gradient(expected)
-    consistent = ops.less_equal(
-        ops.abs(probs - expected), rtol * expected + atol
-    )
+    consistent = ops.less_equal(ops.abs(probs - expected), rtol * expected + atol)
     if activation == "softmax":
         consistent = ops.all(consistent, axis=axis, keepdims=True)
     else:
@@ -277,20 +273,14 @@ def softmax_cross_entropy(
     if label_smoothing:
         n_valid = ops.sum(ops.cast(valid, compute), axis=axis, keepdims=True)
         spread = label_smoothing / ops.maximum(n_valid, 1.0)
-        labels = labels * (1.0 - label_smoothing) + ops.where(
-            valid, spread, ops.zeros_like(labels)
-        )
+        labels = labels * (1.0 - label_smoothing) + ops.where(valid, spread, ops.zeros_like(labels))
     zeros = ops.zeros_like(logits)
     log_probs = ops.where(valid, z - log_total, zeros)
     # Invalid classes: 0 with a zero label, -inf (loss +inf) otherwise.
-    impossible = ops.where(
-        ops.equal(labels, 0), zeros, ops.full_like(zeros, -_INF)
-    )
+    impossible = ops.where(ops.equal(labels, 0), zeros, ops.full_like(zeros, -_INF))
     terms = ops.where(valid, labels * log_probs, impossible)
     loss = -ops.sum(terms, axis=axis)
-    loss = ops.where(
-        ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss)
-    )
+    loss = ops.where(ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss))
     return ops.cast(loss, out_dtype)
 
 
@@ -364,19 +354,13 @@ def sparse_softmax_cross_entropy(
     log_total = ops.squeeze(log_total, axis=axis)
 
     labels = ops.cast(labels, "int32")
-    in_range = ops.logical_and(
-        ops.greater_equal(labels, 0), ops.less(labels, num_classes)
-    )
-    index = ops.expand_dims(
-        ops.where(in_range, labels, ops.zeros_like(labels)), axis
-    )
+    in_range = ops.logical_and(ops.greater_equal(labels, 0), ops.less(labels, num_classes))
+    index = ops.expand_dims(ops.where(in_range, labels, ops.zeros_like(labels)), axis)
     picked_valid = ops.squeeze(ops.take_along_axis(valid, index, axis), axis)
     zeros = ops.zeros_like(log_total)
     z_safe = ops.where(valid, z, ops.zeros_like(z))
     picked = ops.squeeze(ops.take_along_axis(z_safe, index, axis), axis)
-    loss = ops.where(
-        picked_valid, log_total - picked, ops.full_like(zeros, _INF)
-    )
+    loss = ops.where(picked_valid, log_total - picked, ops.full_like(zeros, _INF))
     loss = ops.where(in_range, loss, ops.full_like(zeros, float("nan")))
     skip = ops.logical_not(nonempty)
     if ignore_class is not None:
@@ -464,9 +448,7 @@ def safe_log(p):
     log_p = ops.log(ops.where(positive, p, ops.ones_like(p)))
     invalid = ops.full_like(p, float("nan"))
     zero = ops.full_like(p, float("-inf"))
-    return ops.where(
-        positive, log_p, ops.where(ops.equal(p, 0), zero, invalid)
-    )
+    return ops.where(positive, log_p, ops.where(ops.equal(p, 0), zero, invalid))
 
 
 def integer_labels(y_true, y_pred, axis):
@@ -482,10 +464,7 @@ def integer_labels(y_true, y_pred, axis):
     y_true = ops.convert_to_tensor(y_true)
     rank = len(static_shape(y_pred))
     class_axis = check_axis(axis, rank)
-    if (
-        len(static_shape(y_true)) == rank
-        and static_shape(y_true)[class_axis] == 1
-    ):
+    if len(static_shape(y_true)) == rank and static_shape(y_true)[class_axis] == 1:
         y_true = ops.squeeze(y_true, axis=class_axis)
     dtype = dtype_of(y_true)
     if dtype.startswith(("int", "uint")):
@@ -500,7 +479,5 @@ def integer_labels(y_true, y_pred, axis):
         ops.equal(y_true, ops.floor(y_true)),
         ops.less(ops.abs(y_true), _INT32_LIMIT),
     )
-    labels = ops.cast(
-        ops.where(integral, y_true, ops.zeros_like(y_true)), "int32"
-    )
+    labels = ops.cast(ops.where(integral, y_true, ops.zeros_like(y_true)), "int32")
     return labels, integral

@@ -3,9 +3,9 @@
 from keras import ops
 
 from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import prepare_mask
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
-from keras_stable.common.checks import prepare_mask
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.ops.norms import safe_norm

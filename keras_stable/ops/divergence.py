@@ -78,11 +78,7 @@ def kl_divergence(labels, logits, axis=-1, mask=None, from_logits=True):
     # A nonzero label on a class the model cannot produce: +inf.
     impossible = ops.where(positive, ops.full_like(zeros, _INF), zeros)
     terms = ops.where(valid, terms, impossible)
-    terms = ops.where(
-        ops.greater_equal(labels, 0), terms, ops.full_like(zeros, float("nan"))
-    )
+    terms = ops.where(ops.greater_equal(labels, 0), terms, ops.full_like(zeros, float("nan")))
     loss = ops.sum(terms, axis=axis)
-    loss = ops.where(
-        ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss)
-    )
+    loss = ops.where(ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss))
     return ops.cast(loss, out_dtype)

@@ -43,9 +43,7 @@ def _log_mix(w, log_a, log_b):
     m = ops.maximum(log_a, log_b)
     m = ops.stop_gradient(ops.where(ops.isfinite(m), m, ops.zeros_like(m)))
     inner = w * ops.exp(log_a - m) + (1.0 - w) * ops.exp(log_b - m)
-    normal = ops.greater_equal(
-        inner, ops.full_like(inner, _SMALLEST_NORMAL[dtype_of(inner)])
-    )
+    normal = ops.greater_equal(inner, ops.full_like(inner, _SMALLEST_NORMAL[dtype_of(inner)]))
     mixed = m + ops.log(ops.where(normal, inner, ops.ones_like(inner)))
     direct = ops.where(ops.greater_equal(w, 0.5), log_a, log_b)
     return ops.where(normal, mixed, direct)
@@ -59,9 +57,7 @@ def _focal_factor(log1m_p, gamma):
     return ops.exp(gamma * log1m_p)
 
 
-def sigmoid_focal_cross_entropy(
-    labels, logits, gamma=2.0, alpha=None, from_logits=True
-):
+def sigmoid_focal_cross_entropy(labels, logits, gamma=2.0, alpha=None, from_logits=True):
     """Elementwise focal binary cross-entropy, `alpha_t (1 - p_t)**gamma CE`.
 
     With `p = sigmoid(logits)` and labels `y` in [0, 1]:
@@ -124,9 +120,7 @@ def sigmoid_focal_cross_entropy(
     if alpha is not None:
         loss = (labels * alpha + (1.0 - labels) * (1.0 - alpha)) * loss
     # p_t is a probability only for labels in [0, 1]: NaN outside (and NaN).
-    in_range = ops.logical_and(
-        ops.greater_equal(labels, 0), ops.less_equal(labels, 1)
-    )
+    in_range = ops.logical_and(ops.greater_equal(labels, 0), ops.less_equal(labels, 1))
     loss = ops.where(in_range, loss, ops.full_like(loss, float("nan")))
     return ops.cast(loss, out_dtype)
 
@@ -222,27 +216,21 @@ def softmax_focal_cross_entropy(
     logits = ops.cast(logits, compute)
     labels = ops.cast(labels, compute)
     mask = prepare_mask(mask, logits)
-    alpha = _class_weights(
-        alpha, rank, axis, static_shape(logits)[axis], compute
-    )
+    alpha = _class_weights(alpha, rank, axis, static_shape(logits)[axis], compute)
 
     valid, z, total, _ = shifted_logits(logits, axis, mask)
     nonempty, log_total = _safe_log(total)
     if label_smoothing:
         n_valid = ops.sum(ops.cast(valid, compute), axis=axis, keepdims=True)
         spread = label_smoothing / ops.maximum(n_valid, 1.0)
-        labels = labels * (1.0 - label_smoothing) + ops.where(
-            valid, spread, ops.zeros_like(labels)
-        )
+        labels = labels * (1.0 - label_smoothing) + ops.where(valid, spread, ops.zeros_like(labels))
     zeros = ops.zeros_like(logits)
     # A class above 1/2 is the unique largest (z = 0 there). With `d` the
     # log-sum-exp of the other classes minus its z, log(p) = -log1p(exp(d))
     # and log(1 - p) = d + log(p): exact however close p is to 1 (the
     # rounded total 1 + 1e-26 would give log(p) = 0 and log(1 - p) = -inf),
     # and so are their gradients.
-    dominant = ops.logical_and(
-        valid, ops.greater(z - log_total, _LOG_HALF)
-    )
+    dominant = ops.logical_and(valid, ops.greater(z - log_total, _LOG_HALF))
     others = ops.logical_and(valid, ops.logical_not(dominant))
     # Their own shift: exact however far below the dominant class they lie.
     _, _, total_others, max_others = shifted_logits(z, axis, others)
@@ -258,9 +246,7 @@ def softmax_focal_cross_entropy(
     log_p_top = -ops.log1p(ops.exp(d))
     has_top = ops.any(dominant, axis=axis, keepdims=True)
     log_total = ops.where(has_top, z_top - log_p_top, log_total)
-    log_p = ops.where(
-        dominant, log_p_top + zeros, ops.where(valid, z - log_total, zeros)
-    )
+    log_p = ops.where(dominant, log_p_top + zeros, ops.where(valid, z - log_total, zeros))
     terms = labels * -log_p
     if gamma:
         # log(1 - p): log1p(-p) for p <= 1/2; -inf for a class alone (p = 1).
@@ -275,11 +261,7 @@ def softmax_focal_cross_entropy(
         terms = alpha * terms
     # Invalid classes: 0 with a zero label (or weight), +inf otherwise.
     weight = labels if alpha is None else labels * alpha
-    impossible = ops.where(
-        ops.equal(weight, 0), zeros, ops.full_like(zeros, _INF)
-    )
+    impossible = ops.where(ops.equal(weight, 0), zeros, ops.full_like(zeros, _INF))
     loss = ops.sum(ops.where(valid, terms, impossible), axis=axis)
-    loss = ops.where(
-        ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss)
-    )
+    loss = ops.where(ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss))
     return ops.cast(loss, out_dtype)

@@ -18,11 +18,11 @@ import textwrap
 
 # Prepended to every script: `report(obj)` prints one tagged JSON line that
 # `run_fresh` picks out of whatever else the process prints.
-_PRELUDE = '''
+_PRELUDE = """
 import json as _json
 def report(obj):
     print("@@REPORT@@" + _json.dumps(obj), flush=True)
-'''
+"""
 
 _TAG = "@@REPORT@@"
 
@@ -76,5 +76,5 @@ def run_fresh(code, backend, cwd=None, timeout=240, env=None):
             f"--- stdout ---\n{proc.stdout[-4000:]}\n"
             f"--- stderr ---\n{proc.stderr[-6000:]}"
         )
-    reports = [line[len(_TAG):] for line in proc.stdout.splitlines() if line.startswith(_TAG)]
+    reports = [line[len(_TAG) :] for line in proc.stdout.splitlines() if line.startswith(_TAG)]
     return json.loads(reports[-1]) if reports else None

@@ -39,9 +39,7 @@ def build_model(seed=SEED):
     logits = keras.layers.Dense(CLASSES, name="logits")(h)
     probs = layers.StableSoftmax(axis=-1, name="probs")(logits)
     log_probs = layers.LogSoftmax(axis=-1, name="log_probs")(logits)
-    unit = layers.L2Normalize(axis=-1, name="unit")(
-        keras.layers.Dense(3, name="direction")(h)
-    )
+    unit = layers.L2Normalize(axis=-1, name="unit")(keras.layers.Dense(3, name="direction")(h))
     norm = layers.SafeNorm(axis=-1, keepdims=True, name="norm")(
         keras.layers.Dense(3, name="vector")(h)
     )

@@ -60,7 +60,9 @@ def test_masked_multi_task_model_trains_with_finite_weights():
     model.compile(optimizer=keras.optimizers.SGD(0.02), loss=loss, jit_compile=JIT)
     before = _per_task_loss(model, x, y)
     # 4 passes over the 30 tasks, one task per step, in order.
-    history = model.fit(x, y, sample_weight=mask, batch_size=BATCH, epochs=4, shuffle=False, verbose=0)
+    history = model.fit(
+        x, y, sample_weight=mask, batch_size=BATCH, epochs=4, shuffle=False, verbose=0
+    )
     assert np.all(np.isfinite(history.history["loss"]))
     for w in model.weights:
         assert_finite(to_numpy(w.value), w.path)
@@ -129,7 +131,8 @@ def test_stable_loss_is_finite_where_keras_ops_norm_is_nan():
     pred = (x @ np.ones((FEATURES, TASKS), "float32")).astype("float32")
     y_masked = y * mask
     _, (g_stable,) = vjp_all_modes(
-        lambda p: MaskedMultiTaskDistance(per="task", squared=True)(y, p, sample_weight=mask), [pred]
+        lambda p: MaskedMultiTaskDistance(per="task", squared=True)(y, p, sample_weight=mask),
+        [pred],
     )
     assert_finite(g_stable)
     np.testing.assert_array_equal(g_stable[:, 1:], 0.0)

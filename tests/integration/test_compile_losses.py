@@ -102,7 +102,9 @@ def test_multi_output_compile_matches_direct_calls(form):
         assert np.all(np.isfinite(values)), (key, values)
 
 
-@pytest.mark.parametrize("reduction", ["sum_over_batch_size", "sum", "mean", "mean_with_sample_weight"])
+@pytest.mark.parametrize(
+    "reduction", ["sum_over_batch_size", "sum", "mean", "mean_with_sample_weight"]
+)
 def test_reductions_and_sample_weight_in_compile(reduction):
     x, ys = _data(1)
     sw = np.random.default_rng(1).uniform(0, 2, N).astype("float32")
@@ -124,7 +126,12 @@ def test_task_sample_weight_masks_tasks_in_fit():
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(5)])
     loss = losses.MaskedMultiTaskDistance(per="task")
-    model.compile(optimizer="sgd", loss=loss, weighted_metrics=[metrics.MaskedMultiTaskDistance(per="task")], jit_compile=JIT)
+    model.compile(
+        optimizer="sgd",
+        loss=loss,
+        weighted_metrics=[metrics.MaskedMultiTaskDistance(per="task")],
+        jit_compile=JIT,
+    )
     result = model.evaluate(x, y, sample_weight=sw, batch_size=N, verbose=0, return_dict=True)
     pred = model.predict(x, batch_size=N, verbose=0)
     expected = float(to_numpy(loss(y, pred, sample_weight=sw)))

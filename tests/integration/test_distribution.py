@@ -137,7 +137,9 @@ def test_mirrored_strategy_matches_one_device(tmp_path):
     # ... while the stateful per-task metric is the global one.
     metric = "tasks_masked_multi_task_distance"
     assert_close(out["task_two"][metric], out["task_one_global"][metric], what=metric, tol=TOL)
-    assert_close(out["task_one_shard"][metric], out["task_one_global"][metric], what=metric, tol=TOL)
+    assert_close(
+        out["task_one_shard"][metric], out["task_one_global"][metric], what=metric, tol=TOL
+    )
 
     # Shards with different numbers of ignored labels: the loss averages per
     # replica (== one device with batch 8, != the global mean) while the
@@ -177,7 +179,9 @@ def test_data_parallel_matches_one_device():
     xa, ya = _models.asymmetric_data()
 
     def build(per):
-        return _models.compile_model(_models.build_model(), per=per, optimizer=keras.optimizers.SGD(0.05))
+        return _models.compile_model(
+            _models.build_model(), per=per, optimizer=keras.optimizers.SGD(0.05)
+        )
 
     def fit():
         model = build("sample")
@@ -226,4 +230,6 @@ def test_torch_has_no_keras_data_parallel():
         keras.distribution.list_devices()
     except Exception as error:  # AttributeError in Keras 3.15
         pytest.skip(f"keras.distribution is not implemented for torch ({type(error).__name__})")
-    pytest.skip("keras.distribution answers on torch now, but data parallelism is only asserted on TF and JAX")
+    pytest.skip(
+        "keras.distribution answers on torch now, but data parallelism is only asserted on TF and JAX"
+    )

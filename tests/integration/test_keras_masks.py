@@ -50,21 +50,74 @@ def _labels(kind, seed=1):
 
 # (id, keras loss, keras_stable loss, label kind)
 LOSS_PAIRS = [
-    ("sparse", keras.losses.SparseCategoricalCrossentropy(from_logits=True), keras_stable.losses.StableSparseSoftmaxCrossEntropy(), "sparse"),
-    ("sparse_ignore", keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=2), keras_stable.losses.StableSparseSoftmaxCrossEntropy(ignore_class=2), "sparse"),
-    ("categorical", keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1), keras_stable.losses.StableSoftmaxCrossEntropy(label_smoothing=0.1), "onehot"),
-    ("binary", keras.losses.BinaryCrossentropy(from_logits=True), keras_stable.losses.StableSigmoidCrossEntropy(), "binary"),
-    ("sum", keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum"), keras_stable.losses.StableSparseSoftmaxCrossEntropy(reduction="sum"), "sparse"),
-    ("mean_sw", keras.losses.CategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"), keras_stable.losses.StableSoftmaxCrossEntropy(reduction="mean_with_sample_weight"), "onehot"),
-    ("none", keras.losses.BinaryCrossentropy(from_logits=True, reduction="none"), keras_stable.losses.StableSigmoidCrossEntropy(reduction="none"), "binary"),
+    (
+        "sparse",
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        keras_stable.losses.StableSparseSoftmaxCrossEntropy(),
+        "sparse",
+    ),
+    (
+        "sparse_ignore",
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=2),
+        keras_stable.losses.StableSparseSoftmaxCrossEntropy(ignore_class=2),
+        "sparse",
+    ),
+    (
+        "categorical",
+        keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1),
+        keras_stable.losses.StableSoftmaxCrossEntropy(label_smoothing=0.1),
+        "onehot",
+    ),
+    (
+        "binary",
+        keras.losses.BinaryCrossentropy(from_logits=True),
+        keras_stable.losses.StableSigmoidCrossEntropy(),
+        "binary",
+    ),
+    (
+        "sum",
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum"),
+        keras_stable.losses.StableSparseSoftmaxCrossEntropy(reduction="sum"),
+        "sparse",
+    ),
+    (
+        "mean_sw",
+        keras.losses.CategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"),
+        keras_stable.losses.StableSoftmaxCrossEntropy(reduction="mean_with_sample_weight"),
+        "onehot",
+    ),
+    (
+        "none",
+        keras.losses.BinaryCrossentropy(from_logits=True, reduction="none"),
+        keras_stable.losses.StableSigmoidCrossEntropy(reduction="none"),
+        "binary",
+    ),
 ]
 
 # (id, a fresh Keras metric, keras_stable class, its kwargs, label kind):
 # metrics are stateful, so each test builds its own.
 METRIC_PAIRS = [
-    ("sparse", lambda: keras.metrics.SparseCategoricalCrossentropy(from_logits=True), keras_stable.metrics.StableSparseCrossEntropy, {}, "sparse"),
-    ("categorical", lambda: keras.metrics.CategoricalCrossentropy(from_logits=True, label_smoothing=0.2), keras_stable.metrics.StableCrossEntropy, {"label_smoothing": 0.2}, "onehot"),
-    ("binary", lambda: keras.metrics.BinaryCrossentropy(from_logits=True), keras_stable.metrics.StableBinaryCrossEntropy, {}, "binary"),
+    (
+        "sparse",
+        lambda: keras.metrics.SparseCategoricalCrossentropy(from_logits=True),
+        keras_stable.metrics.StableSparseCrossEntropy,
+        {},
+        "sparse",
+    ),
+    (
+        "categorical",
+        lambda: keras.metrics.CategoricalCrossentropy(from_logits=True, label_smoothing=0.2),
+        keras_stable.metrics.StableCrossEntropy,
+        {"label_smoothing": 0.2},
+        "onehot",
+    ),
+    (
+        "binary",
+        lambda: keras.metrics.BinaryCrossentropy(from_logits=True),
+        keras_stable.metrics.StableBinaryCrossEntropy,
+        {},
+        "binary",
+    ),
 ]
 
 
@@ -83,7 +136,9 @@ def test_loss_matches_keras_on_a_padded_batch(pair, weights):
     got = to_numpy(stable_loss(y, y_pred, sample_weight=sw))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     # Padding changes the number: the mask was read, not ignored.
-    unmasked = to_numpy(stable_loss(y, keras.ops.convert_to_tensor(to_numpy(y_pred), "float32"), sample_weight=sw))
+    unmasked = to_numpy(
+        stable_loss(y, keras.ops.convert_to_tensor(to_numpy(y_pred), "float32"), sample_weight=sw)
+    )
     assert not np.allclose(unmasked, got)
 
 
@@ -154,7 +209,10 @@ def test_multi_task_distance_skips_masked_samples():
     y = np.array([[1.0, np.nan], [100.0, 100.0], [0.0, 1.0]], "float32")
     y_pred = model(x)
     plain = to_numpy(y_pred)
-    for cls in (keras_stable.losses.MaskedMultiTaskDistance, keras_stable.metrics.MaskedMultiTaskDistance):
+    for cls in (
+        keras_stable.losses.MaskedMultiTaskDistance,
+        keras_stable.metrics.MaskedMultiTaskDistance,
+    ):
         for per in ("sample", "task"):
             obj = cls(per=per)
             kept = [0, 2]
@@ -167,7 +225,9 @@ def test_multi_task_distance_skips_masked_samples():
             else:
                 got = to_numpy(obj(y, y_pred))
                 expected = to_numpy(obj(y[kept], plain[kept]))
-            np.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=f"{cls.__module__} per={per}")
+            np.testing.assert_allclose(
+                got, expected, rtol=1e-6, err_msg=f"{cls.__module__} per={per}"
+            )
 
 
 def test_batch_weights_align_on_the_leading_axis():

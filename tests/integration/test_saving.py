@@ -55,10 +55,7 @@ BATCH = 16
 
 def _batches(x, y):
     """The two batches the continued training runs on, in order."""
-    return [
-        (x[i : i + BATCH], {k: v[i : i + BATCH] for k, v in y.items()})
-        for i in (0, BATCH)
-    ]
+    return [(x[i : i + BATCH], {k: v[i : i + BATCH] for k, v in y.items()}) for i in (0, BATCH)]
 
 
 def _as_float_dict(values):
@@ -165,7 +162,9 @@ def test_keras_file_round_trip_in_fresh_process(saved):
     # The optimizer state is restored: step count, Adam's moments.
     assert child["optimizer_variables"] == saved["optimizer_variables"]
     for i, expected in enumerate(saved["optimizer_state"]):
-        np.testing.assert_array_equal(arrays[f"opt_{i}"], expected, err_msg=saved["optimizer_variables"][i])
+        np.testing.assert_array_equal(
+            arrays[f"opt_{i}"], expected, err_msg=saved["optimizer_variables"][i]
+        )
     assert int(saved["optimizer_state"][0]) == 4, "4 steps were taken"
 
     # Training continues where it stopped. The first step's logs are every
@@ -249,13 +248,18 @@ _REQUIRED = {"LinearSoftmaxHead": {"vocab_size": 10}}
 
 def _instances():
     """Each registered class with its defaults, plus non-default variants."""
-    instances = [(name, cls(**_REQUIRED.get(cls.__name__, {}))) for name, cls in _registered_classes().items()]
+    instances = [
+        (name, cls(**_REQUIRED.get(cls.__name__, {})))
+        for name, cls in _registered_classes().items()
+    ]
     variants = list(_models.losses(per="task").values())
     variants += [m for ms in _models.metrics(per="task").values() for m in ms]
     variants += [
         keras_stable.layers.SafeNorm(axis=1, keepdims=True, name="n", dtype="mixed_float16"),
         keras_stable.layers.StableSoftmax(axis=-2),
-        keras_stable.losses.StableSparseSoftmaxCrossEntropy(ignore_class=0, reduction="sum", axis=1),
+        keras_stable.losses.StableSparseSoftmaxCrossEntropy(
+            ignore_class=0, reduction="sum", axis=1
+        ),
         keras_stable.losses.StableSoftmaxCrossEntropy(label_smoothing=0.2, axis=0),
         keras_stable.losses.MaskedMultiTaskDistance(task_mask=[True, False], squared=True),
         keras_stable.metrics.StableSparseCrossEntropy(ignore_class=-1, from_logits=False),
@@ -353,15 +357,27 @@ _BAD = (TypeError, ValueError)
         (_set("keras_stable>SafeNorm", keepdims="yes"), "`keepdims` must be a bool"),
         (_set("keras_stable>L2Normalize", axis=7), "Invalid `axis`=7"),
         (_set("keras_stable>MaskedMultiTaskDistance", per="bogus"), "Invalid `per`='bogus'"),
-        (_set("keras_stable>MaskedMultiTaskDistance", task_weights=[1.0, -1.0, 1.0]), "`task_weights` must be finite and >= 0"),
+        (
+            _set("keras_stable>MaskedMultiTaskDistance", task_weights=[1.0, -1.0, 1.0]),
+            "`task_weights` must be finite and >= 0",
+        ),
         (_set("keras_stable>MaskedMultiTaskDistanceMetric", per="bogus"), "Invalid `per`='bogus'"),
         (_set("keras_stable>StableSoftmaxCrossEntropy", label_smoothing=-0.5), "label_smoothing"),
-        (_set("keras_stable>StableSparseSoftmaxCrossEntropy", ignore_class="x"), "`ignore_class` must be an int or None"),
-        (_set("keras_stable>StableSigmoidCrossEntropy", from_logits="no"), "`from_logits` must be a bool"),
+        (
+            _set("keras_stable>StableSparseSoftmaxCrossEntropy", ignore_class="x"),
+            "`ignore_class` must be an int or None",
+        ),
+        (
+            _set("keras_stable>StableSigmoidCrossEntropy", from_logits="no"),
+            "`from_logits` must be a bool",
+        ),
         (_set("keras_stable>StableSparseCrossEntropy", axis="x"), "axis"),
         (_set("keras_stable>StableCrossEntropy", reduction="bogus"), "reduction"),
         (_rename("keras_stable>SafeNorm", "keras_stable>NoSuchLayer"), "NoSuchLayer"),
-        (_rename("keras_stable>StableSigmoidCrossEntropy", "keras_stable>NoSuchLoss"), "NoSuchLoss"),
+        (
+            _rename("keras_stable>StableSigmoidCrossEntropy", "keras_stable>NoSuchLoss"),
+            "NoSuchLoss",
+        ),
     ],
     ids=[
         "softmax-axis-str",

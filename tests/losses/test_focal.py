@@ -43,23 +43,42 @@ def _categorical(seed=0):
 @pytest.mark.parametrize("alpha", [None, 0.3])
 def test_sigmoid_focal_matches_keras(reduction, alpha):
     labels, logits, sw = _binary()
-    ours = StableSigmoidFocalCrossEntropy(gamma=1.5, alpha=alpha, label_smoothing=0.1, reduction=reduction)
+    ours = StableSigmoidFocalCrossEntropy(
+        gamma=1.5, alpha=alpha, label_smoothing=0.1, reduction=reduction
+    )
     theirs = keras.losses.BinaryFocalCrossentropy(
-        apply_class_balancing=alpha is not None, alpha=0.25 if alpha is None else alpha,
-        gamma=1.5, from_logits=True, label_smoothing=0.1, reduction=reduction)
+        apply_class_balancing=alpha is not None,
+        alpha=0.25 if alpha is None else alpha,
+        gamma=1.5,
+        from_logits=True,
+        label_smoothing=0.1,
+        reduction=reduction,
+    )
     for weights in (None, sw):
-        assert_close(to_numpy(ours(labels, logits, sample_weight=weights)),
-                     to_numpy(theirs(labels, logits, sample_weight=weights)),
-                     what=f"{reduction}, weights={weights is not None}")
+        assert_close(
+            to_numpy(ours(labels, logits, sample_weight=weights)),
+            to_numpy(theirs(labels, logits, sample_weight=weights)),
+            what=f"{reduction}, weights={weights is not None}",
+        )
 
 
 def test_sigmoid_focal_keras_docstring_examples():
     """The numbers of `keras.losses.BinaryFocalCrossentropy`'s docstring."""
     y_true = np.array([[0, 1], [0, 0]], "float32")
     y_pred = np.array([[-18.6, 0.51], [2.94, -12.8]], "float32")
-    assert_close(to_numpy(StableSigmoidFocalCrossEntropy(gamma=3)(y_true, y_pred)), 0.647, tol=(1e-3, 1e-3))
-    assert_close(to_numpy(StableSigmoidFocalCrossEntropy(gamma=3, alpha=0.25)(y_true, y_pred)), 0.482, tol=(1e-3, 1e-3))
-    assert_close(to_numpy(StableSigmoidFocalCrossEntropy(gamma=3)(y_true, y_pred, sample_weight=[0.8, 0.2])), 0.133, tol=(1e-3, 1e-3))
+    assert_close(
+        to_numpy(StableSigmoidFocalCrossEntropy(gamma=3)(y_true, y_pred)), 0.647, tol=(1e-3, 1e-3)
+    )
+    assert_close(
+        to_numpy(StableSigmoidFocalCrossEntropy(gamma=3, alpha=0.25)(y_true, y_pred)),
+        0.482,
+        tol=(1e-3, 1e-3),
+    )
+    assert_close(
+        to_numpy(StableSigmoidFocalCrossEntropy(gamma=3)(y_true, y_pred, sample_weight=[0.8, 0.2])),
+        0.133,
+        tol=(1e-3, 1e-3),
+    )
     out = StableSigmoidFocalCrossEntropy(gamma=5, reduction=None)(y_true, y_pred)
     assert_close(to_numpy(out), [0.0017, 1.1561], tol=(1e-3, 1e-4))
 
@@ -68,13 +87,18 @@ def test_sigmoid_focal_keras_docstring_examples():
 @pytest.mark.parametrize("alpha", [0.25, [0.1, 0.2, 0.3, 0.4]])
 def test_softmax_focal_matches_keras(reduction, alpha):
     labels, logits, sw = _categorical()
-    ours = StableSoftmaxFocalCrossEntropy(gamma=2.0, alpha=alpha, label_smoothing=0.1, reduction=reduction)
+    ours = StableSoftmaxFocalCrossEntropy(
+        gamma=2.0, alpha=alpha, label_smoothing=0.1, reduction=reduction
+    )
     theirs = keras.losses.CategoricalFocalCrossentropy(
-        alpha=alpha, gamma=2.0, from_logits=True, label_smoothing=0.1, reduction=reduction)
+        alpha=alpha, gamma=2.0, from_logits=True, label_smoothing=0.1, reduction=reduction
+    )
     for weights in (None, sw):
-        assert_close(to_numpy(ours(labels, logits, sample_weight=weights)),
-                     to_numpy(theirs(labels, logits, sample_weight=weights)),
-                     what=f"{reduction}, weights={weights is not None}")
+        assert_close(
+            to_numpy(ours(labels, logits, sample_weight=weights)),
+            to_numpy(theirs(labels, logits, sample_weight=weights)),
+            what=f"{reduction}, weights={weights is not None}",
+        )
 
 
 def test_keras_defaults_on_probabilities():
@@ -83,7 +107,9 @@ def test_keras_defaults_on_probabilities():
     docstring examples."""
     y_true = np.array([[0, 1, 0], [0, 0, 1]], "float32")
     y_pred = np.array([[0.05, 0.95, 0.0], [0.1, 0.8, 0.1]], "float32")
-    ours = StableSoftmaxFocalCrossEntropy(from_logits=False, alpha=0.25, reduction=None)(y_true, y_pred)
+    ours = StableSoftmaxFocalCrossEntropy(from_logits=False, alpha=0.25, reduction=None)(
+        y_true, y_pred
+    )
     # Keras: [3.2058331e-05, 4.6627346e-01]; its clip moves the first by 1e-7.
     assert_close(to_numpy(ours), [3.2058331e-05, 4.6627346e-01], tol=(1e-5, 1e-6))
     y_true = np.array([[0, 1], [0, 0]], "float32")
@@ -97,9 +123,13 @@ def test_keras_defaults_on_probabilities():
 def test_hard_examples_are_exact_where_keras_clips():
     labels = np.array([[1.0, 0.0, 0.0]], "float32")
     logits = np.array([[0.0, 30.0, -30.0]], "float32")
-    keras_value = to_numpy(keras.losses.CategoricalFocalCrossentropy(from_logits=True)(labels, logits))
+    keras_value = to_numpy(
+        keras.losses.CategoricalFocalCrossentropy(from_logits=True)(labels, logits)
+    )
     assert keras_value < 4.1  # every backend
-    out, (grad,) = vjp_all_modes(lambda x: StableSoftmaxFocalCrossEntropy(alpha=0.25)(labels, x), [logits])
+    out, (grad,) = vjp_all_modes(
+        lambda x: StableSoftmaxFocalCrossEntropy(alpha=0.25)(labels, x), [logits]
+    )
     assert_close(out, 7.5)
     assert_close(grad, [[-0.25, 0.25, 0.0]])
     labels, logits = np.array([[1.0]], "float32"), np.array([[-30.0]], "float32")
@@ -115,7 +145,11 @@ def test_hard_examples_are_exact_where_keras_clips():
 def test_easy_examples_with_gamma_below_one_have_finite_gradients(cls):
     labels = np.array([[1.0, 0.0], [0.0, 1.0]], "float32")
     logits = np.array([[100.0, -100.0], [-40.0, 40.0]], "float32")
-    keras_cls = keras.losses.BinaryFocalCrossentropy if cls is StableSigmoidFocalCrossEntropy else keras.losses.CategoricalFocalCrossentropy
+    keras_cls = (
+        keras.losses.BinaryFocalCrossentropy
+        if cls is StableSigmoidFocalCrossEntropy
+        else keras.losses.CategoricalFocalCrossentropy
+    )
     _, (keras_grad,) = vjp(lambda x: keras_cls(gamma=0.5, from_logits=True)(labels, x), [logits])
     if cls is StableSigmoidFocalCrossEntropy:
         assert np.isnan(keras_grad).any()
@@ -134,19 +168,24 @@ def test_values_match_reference_in_half_precision():
         rounded = to_numpy(x)
         assert_close(to_numpy(out), reference.softmax_focal_cross_entropy(labels, rounded, 0.5))
         out = StableSigmoidFocalCrossEntropy(gamma=0.5, reduction="none")(labels, x)
-        assert_close(to_numpy(out), reference.sigmoid_focal_cross_entropy(labels, rounded, 0.5).mean(-1))
+        assert_close(
+            to_numpy(out), reference.sigmoid_focal_cross_entropy(labels, rounded, 0.5).mean(-1)
+        )
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"gamma": -1.0}, r"`gamma` must be a finite number >= 0, got gamma=-1.0"),
-    ({"gamma": None}, r"`gamma`"),
-    ({"alpha": 1.5}, r"`alpha` must be in \[0, 1\], got alpha=1.5"),
-    ({"alpha": "0.25"}, r"`alpha` must be None, a float in \[0, 1\]"),
-    ({"label_smoothing": 1.0}, r"label_smoothing=1.0"),
-    ({"from_logits": 1}, r"`from_logits` must be a bool"),
-    ({"axis": 1.0}, r"`axis` must be an int"),
-    ({"reduction": "avg"}, r"Invalid `reduction`='avg'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"gamma": -1.0}, r"`gamma` must be a finite number >= 0, got gamma=-1.0"),
+        ({"gamma": None}, r"`gamma`"),
+        ({"alpha": 1.5}, r"`alpha` must be in \[0, 1\], got alpha=1.5"),
+        ({"alpha": "0.25"}, r"`alpha` must be None, a float in \[0, 1\]"),
+        ({"label_smoothing": 1.0}, r"label_smoothing=1.0"),
+        ({"from_logits": 1}, r"`from_logits` must be a bool"),
+        ({"axis": 1.0}, r"`axis` must be an int"),
+        ({"reduction": "avg"}, r"Invalid `reduction`='avg'"),
+    ],
+)
 @pytest.mark.parametrize("cls", [StableSigmoidFocalCrossEntropy, StableSoftmaxFocalCrossEntropy])
 def test_bad_arguments_raise_at_construction(cls, kwargs, match):
     with pytest.raises(ValueError, match=match):

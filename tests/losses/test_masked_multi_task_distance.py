@@ -5,8 +5,8 @@ import pytest
 
 from keras_stable.losses import MaskedMultiTaskDistance
 from tests import reference
-from tests.backend_utils import assert_close
 from tests.backend_utils import MODES
+from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
 from tests.backend_utils import finite_difference
 from tests.backend_utils import to_numpy
@@ -16,8 +16,16 @@ from tests.backend_utils import vjp_all_modes
 REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none")
 
 
-def ref_loss(y_true, y_pred, sample_weight=None, per="sample", squared=False,
-             task_weights=None, task_mask=None, reduction="sum_over_batch_size"):
+def ref_loss(
+    y_true,
+    y_pred,
+    sample_weight=None,
+    per="sample",
+    squared=False,
+    task_weights=None,
+    task_mask=None,
+    reduction="sum_over_batch_size",
+):
     """float64 reference written from the class docstring."""
     y_true = np.asarray(y_true, "float64")
     batch, tasks = y_true.shape
@@ -77,11 +85,18 @@ def test_values_match_reference(per, weights):
         sw = (rng.random((6, 4)) < 0.6).astype("float32") * 1.5
     for squared in (False, True):
         for reduction in REDUCTIONS:
-            kwargs = dict(per=per, squared=squared, task_mask=[True, True, False, True],
-                          task_weights=[1.0, 0.5, 3.0, 2.0], reduction=reduction)
+            kwargs = dict(
+                per=per,
+                squared=squared,
+                task_mask=[True, True, False, True],
+                task_weights=[1.0, 0.5, 3.0, 2.0],
+                reduction=reduction,
+            )
             loss = MaskedMultiTaskDistance(**kwargs)
             expected = ref_loss(y_true, y_pred, sw, **kwargs)
-            assert_close(to_numpy(loss(y_true, y_pred, sample_weight=sw)), expected, what=str(kwargs))
+            assert_close(
+                to_numpy(loss(y_true, y_pred, sample_weight=sw)), expected, what=str(kwargs)
+            )
     # Compiled (XLA / jax.jit) gives the same numbers.
     loss = MaskedMultiTaskDistance(per=per, task_weights=[1.0, 0.5, 3.0, 2.0])
     expected = ref_loss(y_true, y_pred, sw, per=per, task_weights=[1.0, 0.5, 3.0, 2.0])
@@ -138,7 +153,9 @@ def test_all_masked_batch_gives_zero_and_zero_gradient(per, reduction):
     np.testing.assert_array_equal(out, 0.0)
     np.testing.assert_array_equal(grad, 0.0)
     sw = np.zeros((3, 4), "float32")
-    out, (grad,) = vjp_all_modes(lambda yp: loss(np.ones((3, 4), "float32"), yp, sample_weight=sw), [y_pred])
+    out, (grad,) = vjp_all_modes(
+        lambda yp: loss(np.ones((3, 4), "float32"), yp, sample_weight=sw), [y_pred]
+    )
     np.testing.assert_array_equal(out, 0.0)
     np.testing.assert_array_equal(grad, 0.0)
 

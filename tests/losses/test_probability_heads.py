@@ -34,14 +34,48 @@ def _model(activation, units):
     return model
 
 
-@pytest.mark.parametrize("loss, activation, units, y", [
-    (lambda: losses.StableSoftmaxCrossEntropy(from_logits=False), "softmax", 2, np.array([[1.0, 0.0]], "float32")),
-    (lambda: losses.StableSparseSoftmaxCrossEntropy(from_logits=False), "softmax", 2, np.array([0], "int32")),
-    (lambda: losses.StableSoftmaxFocalCrossEntropy(from_logits=False, gamma=0.0), "softmax", 2, np.array([[1.0, 0.0]], "float32")),
-    (lambda: losses.StableKLDivergence(from_logits=False), "softmax", 2, np.array([[1.0, 0.0]], "float32")),
-    (lambda: losses.StableSigmoidCrossEntropy(from_logits=False), "sigmoid", 1, np.array([[1.0]], "float32")),
-    (lambda: losses.StableSigmoidFocalCrossEntropy(from_logits=False, gamma=0.0), "sigmoid", 1, np.array([[1.0]], "float32")),
-], ids=["softmax_ce", "sparse_ce", "softmax_focal", "kl", "sigmoid_ce", "sigmoid_focal"])
+@pytest.mark.parametrize(
+    "loss, activation, units, y",
+    [
+        (
+            lambda: losses.StableSoftmaxCrossEntropy(from_logits=False),
+            "softmax",
+            2,
+            np.array([[1.0, 0.0]], "float32"),
+        ),
+        (
+            lambda: losses.StableSparseSoftmaxCrossEntropy(from_logits=False),
+            "softmax",
+            2,
+            np.array([0], "int32"),
+        ),
+        (
+            lambda: losses.StableSoftmaxFocalCrossEntropy(from_logits=False, gamma=0.0),
+            "softmax",
+            2,
+            np.array([[1.0, 0.0]], "float32"),
+        ),
+        (
+            lambda: losses.StableKLDivergence(from_logits=False),
+            "softmax",
+            2,
+            np.array([[1.0, 0.0]], "float32"),
+        ),
+        (
+            lambda: losses.StableSigmoidCrossEntropy(from_logits=False),
+            "sigmoid",
+            1,
+            np.array([[1.0]], "float32"),
+        ),
+        (
+            lambda: losses.StableSigmoidFocalCrossEntropy(from_logits=False, gamma=0.0),
+            "sigmoid",
+            1,
+            np.array([[1.0]], "float32"),
+        ),
+    ],
+    ids=["softmax_ce", "sparse_ce", "softmax_focal", "kl", "sigmoid_ce", "sigmoid_focal"],
+)
 def test_saturated_output_head(loss, activation, units, y):
     model = _model(activation, units)
     model.compile(optimizer=keras.optimizers.SGD(1e-3), loss=loss(), jit_compile=JIT)
@@ -54,4 +88,6 @@ def test_saturated_output_head(loss, activation, units, y):
         assert_finite(to_numpy(w.value), w.path)
     if BACKEND != "jax":  # the exact gradient moved the logit gap: -1e-3 * (p - y)
         kernel = to_numpy(model.get_layer("head").kernel.value)
-        assert kernel[0, -1] == pytest.approx(89.999 if activation == "softmax" else -89.999, abs=1e-4)
+        assert kernel[0, -1] == pytest.approx(
+            89.999 if activation == "softmax" else -89.999, abs=1e-4
+        )

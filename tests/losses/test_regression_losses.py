@@ -121,7 +121,9 @@ def test_poisson_matches_keras_on_rates_and_log_rates():
 MISSING_TRUE = np.array(
     [[1.0, np.nan, -2.0], [np.nan, np.nan, np.nan], [3.0, 0.5, np.nan], [0.0, 1.0, 2.0]], "float32"
 )
-MISSING_PRED = np.array([[0.5, 7.0, -2.5], [1.0, 2.0, 3.0], [-1.0, 0.5, 1e30], [0.2, 1.3, 0.0]], "float32")
+MISSING_PRED = np.array(
+    [[0.5, 7.0, -2.5], [1.0, 2.0, 3.0], [-1.0, 0.5, 1e30], [0.2, 1.3, 0.0]], "float32"
+)
 
 
 @pytest.mark.parametrize("name, ours, theirs, kwargs", PAIRS, ids=PAIR_IDS)
@@ -162,8 +164,14 @@ def test_missing_labels_count_for_nothing(name, ours, theirs, kwargs, reduction)
 
 def test_batch_without_any_label_gives_zero_and_zero_gradient():
     y_true = np.full((3, 2), np.nan, "float32")
-    for loss in (losses.MaskedMeanSquaredError(), losses.MaskedHuber(), losses.MaskedMeanAbsoluteError()):
-        out, (grad,) = vjp_all_modes(lambda p, loss=loss: loss(y_true, p), [np.ones((3, 2), "float32")])
+    for loss in (
+        losses.MaskedMeanSquaredError(),
+        losses.MaskedHuber(),
+        losses.MaskedMeanAbsoluteError(),
+    ):
+        out, (grad,) = vjp_all_modes(
+            lambda p, loss=loss: loss(y_true, p), [np.ones((3, 2), "float32")]
+        )
         assert out == 0
         np.testing.assert_array_equal(grad, 0.0)
 
@@ -252,7 +260,9 @@ def test_poisson_values_vs_reference(dtype, full):
 
 def test_gaussian_nll_extreme_log_variances():
     y_true = np.array([0.0, 1e20, 2.0, 1e-6, 5.0], "float32")
-    y_pred = np.array([[0.0, -100.0], [0.0, 100.0], [2.0, -1000.0], [0.0, -100.0], [0.0, 1000.0]], "float32")
+    y_pred = np.array(
+        [[0.0, -100.0], [0.0, 100.0], [2.0, -1000.0], [0.0, -100.0], [0.0, 1000.0]], "float32"
+    )
     loss = losses.StableGaussianNLL(reduction="none")
     out, (g,) = vjp_all_modes(lambda p: loss(y_true, p), [y_pred])
     assert_close(out, ref.gaussian_nll(y_true, y_pred[:, 0], y_pred[:, 1]))
@@ -293,8 +303,12 @@ def test_gaussian_nll_target_shapes_and_dtypes(dtype):
     expected = ref.gaussian_nll(y_true, y_pred[..., 0], y_pred[..., 1], full=True).mean(-1)
     assert_close(out, expected)
     assert keras.backend.standardize_dtype(loss(y_true, _t(y_pred, dtype)).dtype) == "float32"
-    single = to_numpy(loss(y_true[:, :1], _t(y_pred[:, 0], dtype)))  # (batch, 1) targets, (batch, 2) head
-    assert_close(single, ref.gaussian_nll(y_true[:, 0], y_pred[:, 0, 0], y_pred[:, 0, 1], full=True))
+    single = to_numpy(
+        loss(y_true[:, :1], _t(y_pred[:, 0], dtype))
+    )  # (batch, 1) targets, (batch, 2) head
+    assert_close(
+        single, ref.gaussian_nll(y_true[:, 0], y_pred[:, 0, 0], y_pred[:, 0, 1], full=True)
+    )
     flat = to_numpy(loss(y_true[:, 0], _t(y_pred[:, 0], dtype)))  # (batch,) targets
     assert_close(flat, single)
 
@@ -307,7 +321,10 @@ def test_gaussian_nll_target_shapes_and_dtypes(dtype):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: losses.MaskedHuber(delta=0), r"`delta` must be a finite number > 0, got delta=0.0"),
+        (
+            lambda: losses.MaskedHuber(delta=0),
+            r"`delta` must be a finite number > 0, got delta=0.0",
+        ),
         (lambda: losses.MaskedHuber(delta=-0.5), r"delta=-0.5"),
         (lambda: losses.MaskedHuber(delta="1"), r"`delta` must be a finite number"),
         (lambda: losses.StablePoisson(log_input=1), r"`log_input` must be a bool"),

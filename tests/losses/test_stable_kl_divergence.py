@@ -32,20 +32,31 @@ def test_probabilities_match_keras(reduction):
     ours = StableKLDivergence(from_logits=False, reduction=reduction)
     theirs = keras.losses.KLDivergence(reduction=reduction)
     for weights in (None, sw):
-        assert_close(to_numpy(ours(labels, probs, sample_weight=weights)),
-                     to_numpy(theirs(labels, probs, sample_weight=weights)),
-                     what=f"{reduction}, weights={weights is not None}")
+        assert_close(
+            to_numpy(ours(labels, probs, sample_weight=weights)),
+            to_numpy(theirs(labels, probs, sample_weight=weights)),
+            what=f"{reduction}, weights={weights is not None}",
+        )
     # From the logits, the same number.
-    assert_close(to_numpy(StableKLDivergence(reduction=reduction)(labels, logits)),
-                 to_numpy(theirs(labels, probs)), what=reduction)
+    assert_close(
+        to_numpy(StableKLDivergence(reduction=reduction)(labels, logits)),
+        to_numpy(theirs(labels, probs)),
+        what=reduction,
+    )
 
 
 def test_saturated_and_one_hot_targets():
     labels = np.array([[1.0, 0.0, 0.0], [0.0, 0.5, 0.5]], "float32")
     logits = np.array([[0.0, 30.0, -30.0], [-np.inf, 1.0, 1.0]], "float32")
-    keras_value = to_numpy(keras.losses.KLDivergence(reduction="none")(labels, keras.activations.softmax(keras.ops.convert_to_tensor(logits))))
+    keras_value = to_numpy(
+        keras.losses.KLDivergence(reduction="none")(
+            labels, keras.activations.softmax(keras.ops.convert_to_tensor(logits))
+        )
+    )
     assert keras_value[0] < 16.2
-    out, (grad,) = vjp_all_modes(lambda x: StableKLDivergence(reduction="none")(labels, x), [logits])
+    out, (grad,) = vjp_all_modes(
+        lambda x: StableKLDivergence(reduction="none")(labels, x), [logits]
+    )
     assert_close(out, [30.0, 0.0])
     assert_finite(grad)
     assert grad[1, 0] == 0.0
@@ -60,11 +71,14 @@ def test_values_in_half_precision_are_float32():
         assert_close(to_numpy(out), reference.kl_divergence(labels, to_numpy(x)))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"from_logits": "yes"}, r"`from_logits` must be a bool"),
-    ({"axis": None}, r"`axis` must be an int"),
-    ({"reduction": "avg"}, r"Invalid `reduction`"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"from_logits": "yes"}, r"`from_logits` must be a bool"),
+        ({"axis": None}, r"`axis` must be an int"),
+        ({"reduction": "avg"}, r"Invalid `reduction`"),
+    ],
+)
 def test_bad_arguments_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         StableKLDivergence(**kwargs)

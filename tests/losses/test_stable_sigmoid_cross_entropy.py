@@ -50,7 +50,9 @@ def test_extreme_logits_vs_reference():
 
 def test_gradient_at_logit_zero():
     loss = StableSigmoidCrossEntropy(reduction="sum")
-    _, (grad,) = vjp_all_modes(lambda x: loss(np.array([[0.5, 1.0]], "float32"), x), [np.zeros((1, 2), "float32")])
+    _, (grad,) = vjp_all_modes(
+        lambda x: loss(np.array([[0.5, 1.0]], "float32"), x), [np.zeros((1, 2), "float32")]
+    )
     assert_close(grad, [[0.0, -0.25]])
 
 
@@ -66,7 +68,9 @@ def test_probabilities_are_not_clipped():
     assert_close(grad[0, :2], [1 / 3, -1 / 3])
     # p = 0 with label 1: the saturated -log(1.1754944e-38) = 87.34 (the
     # true value is +inf), where Keras reports 15.94 / 16.12 with grad 0.
-    out, (grad,) = vjp_all_modes(lambda p: loss(np.array([[1.0]], "float32"), p), [np.array([[0.0]], "float32")])
+    out, (grad,) = vjp_all_modes(
+        lambda p: loss(np.array([[1.0]], "float32"), p), [np.array([[0.0]], "float32")]
+    )
     assert_close(out, [-np.log(np.finfo(np.float32).tiny)])
     np.testing.assert_array_equal(grad, 0.0)
 

@@ -44,7 +44,9 @@ def test_values_and_gradients_vs_reference(label_smoothing):
     labels[0] = [0.3, 0.0, 0.7, 0.0]
     loss = StableSoftmaxCrossEntropy(label_smoothing=label_smoothing)
     out, (grad,) = vjp_all_modes(lambda x: loss(labels, x), [logits])
-    expected = np.mean(reference.softmax_cross_entropy(labels, logits, label_smoothing=label_smoothing))
+    expected = np.mean(
+        reference.softmax_cross_entropy(labels, logits, label_smoothing=label_smoothing)
+    )
     assert_close(out, expected)
     assert_finite(grad)
     assert grad[0, 1] == 0.0
@@ -73,7 +75,9 @@ def test_overflowing_logits_stay_exact():
     assert_close(to_numpy(StableSoftmaxCrossEntropy()(labels, logits)), expected)
     for half in ("float16", "bfloat16"):
         f16 = keras.ops.convert_to_tensor(np.array([[20.0, -20.0], [100.0, -100.0]]), half)
-        out = StableSoftmaxCrossEntropy(reduction="none")(np.array([[0.0, 1.0]] * 2, "float32"), f16)
+        out = StableSoftmaxCrossEntropy(reduction="none")(
+            np.array([[0.0, 1.0]] * 2, "float32"), f16
+        )
         assert keras.backend.standardize_dtype(out.dtype) == "float32"
         assert_close(to_numpy(out), [40.0, 200.0])  # T9
 

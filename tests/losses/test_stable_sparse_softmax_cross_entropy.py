@@ -71,7 +71,11 @@ def test_labels_stay_exact_integers():
     expected = reference.sparse_softmax_cross_entropy(labels, logits)[0]
     ours = StableSparseSoftmaxCrossEntropy(dtype="float16")(labels, logits)
     assert_close(to_numpy(ours), expected, "float16")
-    keras_value = to_numpy(keras.losses.SparseCategoricalCrossentropy(from_logits=True, dtype="float16")(labels, logits))
+    keras_value = to_numpy(
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True, dtype="float16")(
+            labels, logits
+        )
+    )
     assert abs(keras_value - expected) > 5  # the label landed on class 2048
 
 
@@ -79,16 +83,25 @@ def test_float_labels():
     logits = np.array([[0.0, 3.0, 1.0], [2.0, 0.0, 0.0], [1.0, 1.0, 1.0]], "float32")
     int_loss = StableSparseSoftmaxCrossEntropy(reduction="none")(np.array([1, 0, 2]), logits)
     for mode in MODES:
-        out = value(lambda y: StableSparseSoftmaxCrossEntropy(reduction="none")(y, logits),
-                    [np.array([1.0, 0.0, 2.0], "float32")], mode)
+        out = value(
+            lambda y: StableSparseSoftmaxCrossEntropy(reduction="none")(y, logits),
+            [np.array([1.0, 0.0, 2.0], "float32")],
+            mode,
+        )
         assert_close(out, to_numpy(int_loss))
         # (batch, 1) labels, as Keras's data adapters often produce.
-        out = value(lambda y: StableSparseSoftmaxCrossEntropy(reduction="none")(y, logits),
-                    [np.array([[1.0], [0.0], [2.0]], "float32")], mode)
+        out = value(
+            lambda y: StableSparseSoftmaxCrossEntropy(reduction="none")(y, logits),
+            [np.array([[1.0], [0.0], [2.0]], "float32")],
+            mode,
+        )
         assert_close(out, to_numpy(int_loss))
         # A fractional or NaN label: NaN, not a truncated class.
-        out = value(lambda y: StableSparseSoftmaxCrossEntropy(reduction="none", ignore_class=0)(y, logits),
-                    [np.array([1.5, np.nan, 0.0], "float32")], mode)
+        out = value(
+            lambda y: StableSparseSoftmaxCrossEntropy(reduction="none", ignore_class=0)(y, logits),
+            [np.array([1.5, np.nan, 0.0], "float32")],
+            mode,
+        )
         assert np.isnan(out[:2]).all() and out[2] == 0.0
 
 

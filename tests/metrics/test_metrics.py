@@ -96,7 +96,9 @@ def test_metric_matches_loss_value():
     for per in ("sample", "task"):
         m = metrics.MaskedMultiTaskDistance(per=per)
         m.update_state(y_true, y_pred)
-        assert_close(to_numpy(m.result()), to_numpy(losses.MaskedMultiTaskDistance(per=per)(y_true, y_pred)))
+        assert_close(
+            to_numpy(m.result()), to_numpy(losses.MaskedMultiTaskDistance(per=per)(y_true, y_pred))
+        )
 
 
 def test_registered_names_are_distinct():
@@ -127,4 +129,6 @@ def test_bad_arguments_raise():
     with pytest.raises(ValueError, match=r"task_mask.*\(2, 3\)"):
         m.update_state(np.zeros((2, 3), "float32"), np.zeros((2, 3), "float32"))
     with pytest.raises(ValueError, match=r"\(2, 3\).*\(2, 4\)"):
-        metrics.StableCrossEntropy().update_state(np.zeros((2, 3), "float32"), np.zeros((2, 4), "float32"))
+        metrics.StableCrossEntropy().update_state(
+            np.zeros((2, 3), "float32"), np.zeros((2, 4), "float32")
+        )

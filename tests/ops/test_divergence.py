@@ -48,7 +48,8 @@ def _data(seed=0):
 def test_matches_reference_with_finite_gradients(dtype):
     labels, logits = _data()
     out, (grad_labels, grad_logits) = vjp_all_modes(
-        ops.kl_divergence, [labels, _t(logits, dtype)], wrt=(0, 1), dtype=dtype)
+        ops.kl_divergence, [labels, _t(logits, dtype)], wrt=(0, 1), dtype=dtype
+    )
     expected = ref.kl_divergence(labels, _round(logits, dtype))
     assert_close(out, _round(expected, dtype), dtype)
     assert_finite(grad_labels)
@@ -76,7 +77,9 @@ def test_gradient_equals_finite_differences_in_float64():
     labels = rng.dirichlet(np.ones(5), size=3)
     logits = rng.normal(size=(3, 5)) * 2
     with float64_enabled():
-        _, (g_labels, g_logits) = vjp(lambda y, x: ops.kl_divergence(y, x, axis=0), [labels, logits], wrt=(0, 1))
+        _, (g_labels, g_logits) = vjp(
+            lambda y, x: ops.kl_divergence(y, x, axis=0), [labels, logits], wrt=(0, 1)
+        )
     fd = finite_difference(lambda v: ref.kl_divergence(v, logits, axis=0), labels)
     np.testing.assert_allclose(g_labels, fd, rtol=1e-6, atol=1e-7)
     fd = finite_difference(lambda v: ref.kl_divergence(labels, v, axis=0), logits)
@@ -131,12 +134,33 @@ def test_probabilities_match_keras_where_its_clip_is_inactive():
     assert_close(to_numpy(ours), to_numpy(keras_value), tol=(1e-5, 1e-6))
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: ops.kl_divergence(np.ones((2, 4), "float32"), np.ones((2, 3), "float32")), r"labels.shape=\(2, 4\).*logits.shape=\(2, 3\)"),
-    (lambda: ops.kl_divergence(np.ones((2, 3), "float32"), np.ones((2, 3), "float32"), axis=2), r"`axis`=2"),
-    (lambda: ops.kl_divergence(np.ones((2, 3), "float32"), np.ones((2, 3), "float32"), axis="1"), r"`axis` must be an int"),
-    (lambda: ops.kl_divergence(np.ones((2, 3), "float32"), np.ones((2, 3), "float32"), mask=np.ones((4,), bool)), r"`mask` of shape \(4,\)"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (
+            lambda: ops.kl_divergence(np.ones((2, 4), "float32"), np.ones((2, 3), "float32")),
+            r"labels.shape=\(2, 4\).*logits.shape=\(2, 3\)",
+        ),
+        (
+            lambda: ops.kl_divergence(
+                np.ones((2, 3), "float32"), np.ones((2, 3), "float32"), axis=2
+            ),
+            r"`axis`=2",
+        ),
+        (
+            lambda: ops.kl_divergence(
+                np.ones((2, 3), "float32"), np.ones((2, 3), "float32"), axis="1"
+            ),
+            r"`axis` must be an int",
+        ),
+        (
+            lambda: ops.kl_divergence(
+                np.ones((2, 3), "float32"), np.ones((2, 3), "float32"), mask=np.ones((4,), bool)
+            ),
+            r"`mask` of shape \(4,\)",
+        ),
+    ],
+)
 def test_bad_input_raises_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -41,7 +41,9 @@ def test_matches_the_materialised_loss_and_gradients(chunk_size):
     cot = RNG.normal(size=labels.shape).astype("float32")
 
     def fused(h, w, b):
-        return ops.linear_softmax_cross_entropy(h, w, labels, b, chunk_size=chunk_size, ignore_class=-100)
+        return ops.linear_softmax_cross_entropy(
+            h, w, labels, b, chunk_size=chunk_size, ignore_class=-100
+        )
 
     def materialised(h, w, b):
         logits = keras.ops.matmul(h, w) + b
@@ -60,10 +62,14 @@ def test_without_bias():
     hidden, kernel, _, labels = _problem(shape=(9,), vocab=11)
     labels[3] = 2
     out, grads = vjp_all_modes(
-        lambda h, w: ops.linear_softmax_cross_entropy(h, w, labels, chunk_size=4), [hidden, kernel], wrt=(0, 1)
+        lambda h, w: ops.linear_softmax_cross_entropy(h, w, labels, chunk_size=4),
+        [hidden, kernel],
+        wrt=(0, 1),
     )
     ref, ref_grads = vjp(
-        lambda h, w: ops.sparse_softmax_cross_entropy(labels, keras.ops.matmul(h, w)), [hidden, kernel], wrt=(0, 1)
+        lambda h, w: ops.sparse_softmax_cross_entropy(labels, keras.ops.matmul(h, w)),
+        [hidden, kernel],
+        wrt=(0, 1),
     )
     assert_close(out, ref)
     for g, r in zip(grads, ref_grads):
@@ -98,18 +104,29 @@ def test_half_precision_hidden_states_accumulate_in_float32(dtype):
     hidden, kernel, bias, labels = _problem()
     half = keras.ops.cast(hidden, dtype)
     exact = keras.ops.convert_to_numpy(keras.ops.cast(half, "float32"))
-    out = ops.linear_softmax_cross_entropy(half, kernel, labels, bias, chunk_size=8, ignore_class=-100)
+    out = ops.linear_softmax_cross_entropy(
+        half, kernel, labels, bias, chunk_size=8, ignore_class=-100
+    )
     assert keras.backend.standardize_dtype(out.dtype) == "float32"
     np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(out), _reference_loss(exact, kernel, bias, labels, -100), rtol=1e-5, atol=1e-5
+        keras.ops.convert_to_numpy(out),
+        _reference_loss(exact, kernel, bias, labels, -100),
+        rtol=1e-5,
+        atol=1e-5,
     )
 
 
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"hidden": np.ones((3, 4), "float32")}, r"`hidden` of shape \(3, 4\) and `kernel` of shape \(5, 7\)"),
-        ({"labels": np.zeros((4,), "int32")}, r"`labels` of shape \(4,\).*expected labels of shape \(3,\)"),
+        (
+            {"hidden": np.ones((3, 4), "float32")},
+            r"`hidden` of shape \(3, 4\) and `kernel` of shape \(5, 7\)",
+        ),
+        (
+            {"labels": np.zeros((4,), "int32")},
+            r"`labels` of shape \(4,\).*expected labels of shape \(3,\)",
+        ),
         ({"labels": np.zeros((3,), "float32")}, r"`labels` must be integer"),
         ({"chunk_size": 0}, r"`chunk_size` must be a positive int"),
         ({"bias": np.zeros((6,), "float32")}, r"`bias` of shape \(6,\)"),

@@ -37,7 +37,9 @@ def _t(x, dtype="float32"):
 
 # Each cross-entropy on probabilities, with labels on the first class.
 def _softmax_ce(p):
-    return ops.softmax_cross_entropy(np.eye(3, dtype="float32")[[0] * p.shape[0]], p, from_logits=False)
+    return ops.softmax_cross_entropy(
+        np.eye(3, dtype="float32")[[0] * p.shape[0]], p, from_logits=False
+    )
 
 
 def _sparse_ce(p):
@@ -49,11 +51,15 @@ def _sigmoid_ce(p):
 
 
 def _softmax_focal(p):
-    return ops.softmax_focal_cross_entropy(np.eye(3, dtype="float32")[[0] * p.shape[0]], p, gamma=0.5, from_logits=False)
+    return ops.softmax_focal_cross_entropy(
+        np.eye(3, dtype="float32")[[0] * p.shape[0]], p, gamma=0.5, from_logits=False
+    )
 
 
 def _sigmoid_focal(p):
-    return ops.sigmoid_focal_cross_entropy(np.ones(p.shape, "float32"), p, gamma=0.5, from_logits=False)
+    return ops.sigmoid_focal_cross_entropy(
+        np.ones(p.shape, "float32"), p, gamma=0.5, from_logits=False
+    )
 
 
 def _kl(p):
@@ -80,7 +86,11 @@ def test_exact_down_to_the_smallest_normal_probability(op):
     out = out.reshape(-1)
     gamma = 0.0 if op in (_softmax_ce, _sparse_ce, _sigmoid_ce, _kl) else 0.5
     # -log p0 (renormalised), times the focal factor (1 - p0)**gamma.
-    nlog = -ref.log_softmax(np.log(probs.astype("float64")))[:, 0] if op in SOFTMAX_OPS else -np.log(p0.astype("float64"))
+    nlog = (
+        -ref.log_softmax(np.log(probs.astype("float64")))[:, 0]
+        if op in SOFTMAX_OPS
+        else -np.log(p0.astype("float64"))
+    )
     expected = (1.0 - p0.astype("float64")) ** gamma * nlog
     assert_close(out, expected)
     assert_finite(grad)
@@ -120,7 +130,9 @@ def test_hand_written_log_of_softmax_is_inf_on_every_backend():
     labels = np.array([[1.0, 0.0]], "float32")
     logits = np.array([[0.0, 90.0]], "float32")
     for mode in MODES:
-        value, (grad,) = vjp(lambda x: -K.sum(_t(labels) * K.log(K.softmax(x))), [logits], mode=mode)
+        value, (grad,) = vjp(
+            lambda x: -K.sum(_t(labels) * K.log(K.softmax(x))), [logits], mode=mode
+        )
         assert value == np.inf or np.isnan(grad).any(), (value, grad)
 
 
@@ -173,8 +185,10 @@ def test_tensorflow_graph_softmax_op_gives_its_logits():
     @tf.function
     def losses(z):
         p, q = tf.nn.softmax(z), tf.math.sigmoid(-z[:, 1:])
-        return (ops.softmax_cross_entropy(tf.constant([[1.0, 0.0]]), p, from_logits=False),
-                ops.sigmoid_cross_entropy(tf.constant([[1.0]]), q, from_logits=False))
+        return (
+            ops.softmax_cross_entropy(tf.constant([[1.0, 0.0]]), p, from_logits=False),
+            ops.sigmoid_cross_entropy(tf.constant([[1.0]]), q, from_logits=False),
+        )
 
     ce, bce = losses(tf.constant([[0.0, 90.0]]))
     assert_close(to_numpy(ce), [90.0])
@@ -201,13 +215,19 @@ def test_half_precision_probabilities_are_read_exactly():
     for dtype in ("float16", "bfloat16"):
         probs = _t(_first_class_probs([1e-4, 0.25]), dtype)
         exact = to_numpy(probs)  # the float16 values, exactly
-        out = to_numpy(ops.softmax_cross_entropy(np.eye(3, dtype="float32")[[0, 0]], K.cast(probs, "float32"), from_logits=False))
+        out = to_numpy(
+            ops.softmax_cross_entropy(
+                np.eye(3, dtype="float32")[[0, 0]], K.cast(probs, "float32"), from_logits=False
+            )
+        )
         expected = -ref.log_softmax(np.log(exact))[:, 0]
         assert_close(out, expected)
         # A half-precision softmax output is read as its probabilities (its
         # logits are not used): the same number on every backend.
         head = keras.activations.softmax(_t([[0.0, 20.0, -20.0]], dtype))
-        out = to_numpy(ops.softmax_cross_entropy(np.eye(3, dtype="float32")[[0]], head, from_logits=False))
+        out = to_numpy(
+            ops.softmax_cross_entropy(np.eye(3, dtype="float32")[[0]], head, from_logits=False)
+        )
         p = to_numpy(head)
         assert_close(out, -ref.log_softmax(ref.saturated_log(p))[:, 0], dtype)
 
@@ -219,8 +239,12 @@ def test_probabilities_match_keras_where_its_clip_is_inactive(label_smoothing):
     probs = np.maximum(probs, 1e-4)
     probs /= probs.sum(-1, keepdims=True)
     labels = np.eye(4, dtype="float32")[rng.integers(0, 4, 6)]
-    keras_cce = keras.losses.CategoricalCrossentropy(label_smoothing=label_smoothing, reduction="none")
-    ours = ops.softmax_cross_entropy(labels, probs, label_smoothing=label_smoothing, from_logits=False)
+    keras_cce = keras.losses.CategoricalCrossentropy(
+        label_smoothing=label_smoothing, reduction="none"
+    )
+    ours = ops.softmax_cross_entropy(
+        labels, probs, label_smoothing=label_smoothing, from_logits=False
+    )
     assert_close(to_numpy(ours), to_numpy(keras_cce(labels, probs)))
     keras_sparse = keras.losses.SparseCategoricalCrossentropy(reduction="none")
     ours = ops.sparse_softmax_cross_entropy(labels.argmax(-1), probs, from_logits=False)
@@ -236,12 +260,18 @@ def test_probability_gradients_equal_finite_differences_in_float64():
     probs = rng.dirichlet(np.ones(4), size=3)
     labels = rng.dirichlet(np.ones(4), size=3)
     cases = [
-        (lambda p: ops.softmax_cross_entropy(labels, p, from_logits=False),
-         lambda p: ref.softmax_cross_entropy(labels, np.log(p))),
-        (lambda p: ops.sigmoid_cross_entropy(labels, p, from_logits=False),
-         lambda p: ref.sigmoid_cross_entropy_from_probabilities(labels, p)),
-        (lambda p: ops.kl_divergence(labels, p, from_logits=False),
-         lambda p: ref.kl_divergence(labels, np.log(p))),
+        (
+            lambda p: ops.softmax_cross_entropy(labels, p, from_logits=False),
+            lambda p: ref.softmax_cross_entropy(labels, np.log(p)),
+        ),
+        (
+            lambda p: ops.sigmoid_cross_entropy(labels, p, from_logits=False),
+            lambda p: ref.sigmoid_cross_entropy_from_probabilities(labels, p),
+        ),
+        (
+            lambda p: ops.kl_divergence(labels, p, from_logits=False),
+            lambda p: ref.kl_divergence(labels, np.log(p)),
+        ),
     ]
     for op, reference in cases:
         with float64_enabled():
@@ -251,7 +281,9 @@ def test_probability_gradients_equal_finite_differences_in_float64():
 
 def test_saturation_is_the_smallest_normal_of_the_compute_dtype():
     with float64_enabled():
-        out = to_numpy(ops.sigmoid_cross_entropy(np.ones(2), np.array([1e-300, 0.0]), from_logits=False))
+        out = to_numpy(
+            ops.sigmoid_cross_entropy(np.ones(2), np.array([1e-300, 0.0]), from_logits=False)
+        )
     assert_close(out, [-np.log(1e-300), -np.log(np.finfo(np.float64).tiny)])
 
 

@@ -45,8 +45,11 @@ def _tensor(x, dtype):
 def test_softmax_family_random(problem):
     x, axis, mask, dtype, _ = problem
     xr = round_to(x, dtype)
-    for op, r in ((ops.softmax, ref.softmax), (ops.log_softmax, ref.log_softmax),
-                  (ops.logsumexp, ref.logsumexp)):
+    for op, r in (
+        (ops.softmax, ref.softmax),
+        (ops.log_softmax, ref.log_softmax),
+        (ops.logsumexp, ref.logsumexp),
+    ):
         out, (g,) = vjp(lambda a, m: op(a, axis=axis, mask=m), [_tensor(x, dtype), mask])
         with np.errstate(all="ignore"):
             expected = round_to(r(xr, axis=axis, mask=mask), dtype)
@@ -78,14 +81,22 @@ def test_cross_entropies_random(problem):
     # Labels only on valid classes (a label on an impossible class is +inf).
     labels_idx = np.argmax(np.where(np.isfinite(x) & mask, rng.random(shape), -1.0), axis=axis)
     onehot = np.moveaxis(np.eye(k)[labels_idx], -1, axis % len(shape))
-    out, (g,) = vjp(lambda y, a, m: ops.softmax_cross_entropy(y, a, axis=axis, mask=m, label_smoothing=0.1),
-                    [_tensor(onehot, dtype), _tensor(x, dtype), mask], wrt=(1,))
+    out, (g,) = vjp(
+        lambda y, a, m: ops.softmax_cross_entropy(y, a, axis=axis, mask=m, label_smoothing=0.1),
+        [_tensor(onehot, dtype), _tensor(x, dtype), mask],
+        wrt=(1,),
+    )
     expected = ref.softmax_cross_entropy(onehot, xr, axis=axis, mask=mask, label_smoothing=0.1)
     assert_close(out, round_to(expected, dtype), dtype, what="softmax_cross_entropy")
     assert_finite(g, "softmax_cross_entropy gradient")
-    out, (g,) = vjp(lambda y, a, m: ops.sparse_softmax_cross_entropy(y, a, axis=axis, mask=m, ignore_class=0),
-                    [labels_idx, _tensor(x, dtype), mask], wrt=(1,))
-    expected = ref.sparse_softmax_cross_entropy(labels_idx, xr, axis=axis, mask=mask, ignore_class=0)
+    out, (g,) = vjp(
+        lambda y, a, m: ops.sparse_softmax_cross_entropy(y, a, axis=axis, mask=m, ignore_class=0),
+        [labels_idx, _tensor(x, dtype), mask],
+        wrt=(1,),
+    )
+    expected = ref.sparse_softmax_cross_entropy(
+        labels_idx, xr, axis=axis, mask=mask, ignore_class=0
+    )
     assert_close(out, round_to(expected, dtype), dtype, what="sparse_softmax_cross_entropy")
     assert_finite(g, "sparse_softmax_cross_entropy gradient")
 
@@ -96,9 +107,13 @@ def test_task_distance_random(problem):
     y_pred = np.where(np.isfinite(x), x, 0.0)
     y_true = np.where(rng.random(x.shape) < 0.2, np.nan, y_pred + rng.normal(size=x.shape))
     for squared in (False, True):
-        out, (g,) = vjp(lambda t, p, m: ops.masked_task_distance(t, p, mask=m, axis=axis, squared=squared),
-                        [_tensor(y_true, dtype), _tensor(y_pred, dtype), mask], wrt=(1,))
-        expected = ref.masked_task_distance(round_to(y_true, dtype), round_to(y_pred, dtype),
-                                            mask=mask, axis=axis, squared=squared)
+        out, (g,) = vjp(
+            lambda t, p, m: ops.masked_task_distance(t, p, mask=m, axis=axis, squared=squared),
+            [_tensor(y_true, dtype), _tensor(y_pred, dtype), mask],
+            wrt=(1,),
+        )
+        expected = ref.masked_task_distance(
+            round_to(y_true, dtype), round_to(y_pred, dtype), mask=mask, axis=axis, squared=squared
+        )
         assert_close(out, round_to(expected, dtype), dtype, what="masked_task_distance")
         assert_finite(g, "masked_task_distance gradient")

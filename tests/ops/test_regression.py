@@ -90,7 +90,9 @@ def test_poisson_nll_rate_zero(dtype):
     assert_close(grad[2:], 1.0 - counts[2:] / 1.5, dtype)
 
     log_rates = np.array([-INF, -INF, 0.0, 0.0])
-    out, (grad,) = vjp_all_modes(lambda z: ops.poisson_nll(counts, z), [_t(log_rates, dtype)], dtype=dtype)
+    out, (grad,) = vjp_all_modes(
+        lambda z: ops.poisson_nll(counts, z), [_t(log_rates, dtype)], dtype=dtype
+    )
     assert out[0] == 0 and out[1] == INF
     np.testing.assert_array_equal(grad, [0.0, -2.0, 1.0, 0.0])
 
@@ -98,7 +100,9 @@ def test_poisson_nll_rate_zero(dtype):
 def test_poisson_nll_full_is_lgamma():
     counts = np.array([0.0, 1.0, 2.0, 3.0, 7.0, 0.5, 2.5, 12.0, 150.0, 1e4, 1e6], "float32")
     zero = np.zeros_like(counts)
-    extra = to_numpy(ops.poisson_nll(counts, zero, full=True)) - to_numpy(ops.poisson_nll(counts, zero))
+    extra = to_numpy(ops.poisson_nll(counts, zero, full=True)) - to_numpy(
+        ops.poisson_nll(counts, zero)
+    )
     expected = np.array([math.lgamma(c + 1.0) for c in counts.astype("float64")])
     np.testing.assert_allclose(extra, expected, rtol=1e-6, atol=2e-6)
     np.testing.assert_array_equal(extra[:2], 0.0)  # log(0!) = log(1!) = 0 exactly
@@ -209,7 +213,9 @@ def test_naive_gaussian_nll_breaks_at_extreme_log_variance(mode):
         bad = ~np.isfinite(value)
         bad_grad = ~(np.isfinite(g_mean) & np.isfinite(g_lv))
         assert bad.any() or bad_grad.any()  # NaN (0 * inf) or inf (1e40 overflows)
-    value, (g_mean, g_lv) = vjp(lambda m, lv: ops.gaussian_nll(labels, m, lv), args, wrt=(0, 1), mode=mode)
+    value, (g_mean, g_lv) = vjp(
+        lambda m, lv: ops.gaussian_nll(labels, m, lv), args, wrt=(0, 1), mode=mode
+    )
     assert_close(value, [-50.0, 50.0 + 0.5 * 1e40 * np.exp(-100.0)])
     assert_close(g_mean, [0.0, -1e20 * np.exp(-100.0)])
     assert_close(g_lv, [0.5, 0.5 * (1 - 1e40 * np.exp(-100.0))])
@@ -244,7 +250,9 @@ def test_gaussian_nll_broadcasts_a_shared_log_variance():
 # masked errors
 # --------------------------------------------------------------------------
 
-LABELS = np.array([[1.0, np.nan, -2.0, 0.5], [np.nan, np.nan, np.nan, np.nan], [3.0, 4.0, 0.0, -1.0]])
+LABELS = np.array(
+    [[1.0, np.nan, -2.0, 0.5], [np.nan, np.nan, np.nan, np.nan], [3.0, 4.0, 0.0, -1.0]]
+)
 PREDS = np.array([[0.5, 1e30, -2.0, 3.0], [0.0, 1.0, -1e30, 2.0], [-1.0, 4.0, 0.25, 1.5]])
 OBSERVED = ~np.isnan(LABELS)
 
@@ -266,7 +274,9 @@ MASKED = [
 def test_masked_errors(name, op, reference, derivative, dtype):
     """Missing labels give exactly 0 with a zero gradient, even under a
     prediction of 1e30; observed ones the exact error and its gradient."""
-    out, (grad,) = vjp_all_modes(lambda p: op(LABELS.astype("float32"), p), [_t(PREDS, dtype)], dtype=dtype)
+    out, (grad,) = vjp_all_modes(
+        lambda p: op(LABELS.astype("float32"), p), [_t(PREDS, dtype)], dtype=dtype
+    )
     p = _round(PREDS, dtype)
     assert_close(out, _round(reference(LABELS, p), dtype), dtype)
     np.testing.assert_array_equal(out[~OBSERVED], 0.0)
@@ -293,7 +303,9 @@ def test_masking_a_nan_label_by_multiplication_leaks_nan(mode):
     x = [_t([0.0, 0.0, 0.0])]
     value, (grad,) = vjp(lambda p: K.sum(_t(keep) * K.square(_t(labels) - p)), x, mode=mode)
     assert np.isnan(value) and np.isnan(grad[1])
-    _, (grad,) = vjp(lambda p: K.sum(K.where(keep > 0, K.square(_t(labels) - p), 0.0)), x, mode=mode)
+    _, (grad,) = vjp(
+        lambda p: K.sum(K.where(keep > 0, K.square(_t(labels) - p), 0.0)), x, mode=mode
+    )
     assert np.isnan(grad[1])
     value, (grad,) = vjp(lambda p: K.sum(ops.masked_squared_error(labels, p)), x, mode=mode)
     assert value == 2
@@ -310,16 +322,28 @@ x23 = np.ones((2, 3), "float32")
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: ops.poisson_nll(np.ones((2, 4)), x23), r"labels.shape=\(2, 4\).*log_rate.shape=\(2, 3\)"),
+        (
+            lambda: ops.poisson_nll(np.ones((2, 4)), x23),
+            r"labels.shape=\(2, 4\).*log_rate.shape=\(2, 3\)",
+        ),
         (lambda: ops.poisson_nll(x23, x23, full=1), r"`full` must be a bool"),
         (lambda: ops.poisson_nll(x23, x23, log_input="no"), r"`log_input` must be a bool"),
-        (lambda: ops.gaussian_nll(x23, np.ones((2, 4)), x23), r"`labels` of shape \(2, 3\) and `mean` of shape \(2, 4\)"),
+        (
+            lambda: ops.gaussian_nll(x23, np.ones((2, 4)), x23),
+            r"`labels` of shape \(2, 3\) and `mean` of shape \(2, 4\)",
+        ),
         (lambda: ops.gaussian_nll(x23, x23, np.ones((4,))), r"`log_variance` of shape \(4,\)"),
         (lambda: ops.gaussian_nll(x23, x23, x23, full=None), r"`full` must be a bool"),
-        (lambda: ops.masked_squared_error(x23, np.ones((3, 2))), r"labels.shape=\(2, 3\).*predictions.shape=\(3, 2\)"),
+        (
+            lambda: ops.masked_squared_error(x23, np.ones((3, 2))),
+            r"labels.shape=\(2, 3\).*predictions.shape=\(3, 2\)",
+        ),
         (lambda: ops.masked_absolute_error(x23, np.ones((2,))), r"predictions.shape=\(2,\)"),
         (lambda: ops.masked_huber(x23, np.ones((2, 1))), r"predictions.shape=\(2, 1\)"),
-        (lambda: ops.masked_huber(x23, x23, delta=0.0), r"`delta` must be a finite number > 0, got delta=0.0"),
+        (
+            lambda: ops.masked_huber(x23, x23, delta=0.0),
+            r"`delta` must be a finite number > 0, got delta=0.0",
+        ),
         (lambda: ops.masked_huber(x23, x23, delta=-1), r"delta=-1.0"),
         (lambda: ops.masked_huber(x23, x23, delta=float("inf")), r"delta=inf"),
         (lambda: ops.masked_huber(x23, x23, delta=float("nan")), r"delta=nan"),

@@ -37,7 +37,9 @@ def test_safe_sqrt_zero_and_negative(setting):
 
 def test_safe_norm_zero_vector(setting):
     mode, dtype = setting
-    out, (g,) = _grads(lambda x: ops.safe_norm(x, axis=-1), [np.zeros((2, 4))], dtype=dtype, mode=mode)
+    out, (g,) = _grads(
+        lambda x: ops.safe_norm(x, axis=-1), [np.zeros((2, 4))], dtype=dtype, mode=mode
+    )
     np.testing.assert_array_equal(out, [0, 0])
     np.testing.assert_array_equal(g, np.zeros((2, 4)))
 
@@ -63,8 +65,13 @@ def test_l2_normalize_and_cosine_at_zero(setting):
     out, (g,) = _grads(ops.l2_normalize, [np.zeros((1, 3))], dtype=dtype, mode=mode)
     np.testing.assert_array_equal(out, np.zeros((1, 3)))
     np.testing.assert_array_equal(g, np.zeros((1, 3)))
-    out, (g1, g2) = _grads(ops.cosine_similarity, [np.zeros((1, 3)), [[1.0, 2.0, 3.0]]],
-                           wrt=(0, 1), dtype=dtype, mode=mode)
+    out, (g1, g2) = _grads(
+        ops.cosine_similarity,
+        [np.zeros((1, 3)), [[1.0, 2.0, 3.0]]],
+        wrt=(0, 1),
+        dtype=dtype,
+        mode=mode,
+    )
     np.testing.assert_array_equal(out, [0])
     np.testing.assert_array_equal(g1, np.zeros((1, 3)))
     np.testing.assert_array_equal(g2, np.zeros((1, 3)))
@@ -72,14 +79,17 @@ def test_l2_normalize_and_cosine_at_zero(setting):
 
 def test_safe_divide_by_zero(setting):
     mode, dtype = setting
-    out, (gx, gy) = _grads(ops.safe_divide, [[1.0, 0.0, 2.0], [0.0, 0.0, 4.0]],
-                           wrt=(0, 1), dtype=dtype, mode=mode)
+    out, (gx, gy) = _grads(
+        ops.safe_divide, [[1.0, 0.0, 2.0], [0.0, 0.0, 4.0]], wrt=(0, 1), dtype=dtype, mode=mode
+    )
     np.testing.assert_array_equal(out, [0, 0, 0.5])
     np.testing.assert_array_equal(gx, [0, 0, 0.25])
     np.testing.assert_array_equal(gy, [0, 0, -0.125])
 
 
-@pytest.mark.parametrize("op", [ops.logsumexp, ops.softmax, ops.log_softmax], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "op", [ops.logsumexp, ops.softmax, ops.log_softmax], ids=lambda f: f.__name__
+)
 def test_softmax_family_rows_with_nothing_left(op, setting):
     mode, dtype = setting
     x = np.array([[NEG_INF, NEG_INF, NEG_INF], [1.0, 2.0, 3.0], [np.nan, 5.0, 1.0]])
@@ -106,11 +116,18 @@ def test_cross_entropy_neg_inf_class_and_ignored_rows(setting):
     mode, dtype = setting
     logits = np.array([[2.0, NEG_INF, 0.0], [1.0, 2.0, 3.0]])
     labels = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
-    out, (g,) = _grads(ops.softmax_cross_entropy, [labels, logits], wrt=(1,), dtype=dtype, mode=mode)
+    out, (g,) = _grads(
+        ops.softmax_cross_entropy, [labels, logits], wrt=(1,), dtype=dtype, mode=mode
+    )
     assert np.all(np.isfinite(out))
     assert g[0, 1] == 0
-    out, (g,) = _grads(lambda y, x: ops.sparse_softmax_cross_entropy(y, x, ignore_class=-1),
-                       [np.array([-1, -1]), logits], wrt=(1,), dtype=dtype, mode=mode)
+    out, (g,) = _grads(
+        lambda y, x: ops.sparse_softmax_cross_entropy(y, x, ignore_class=-1),
+        [np.array([-1, -1]), logits],
+        wrt=(1,),
+        dtype=dtype,
+        mode=mode,
+    )
     np.testing.assert_array_equal(out, [0, 0])
     np.testing.assert_array_equal(g, np.zeros_like(logits))
 
@@ -121,32 +138,48 @@ def test_task_distance_masked_nan_labels(setting):
     y_true = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]])
     y_pred = np.array([[1.0, 7.0, 1.0], [1.0, 2.0, 3.0]])
     mask = np.array([True, True, False])
-    out, (g,) = _grads(lambda t, p, m: ops.masked_task_distance(t, p, mask=m),
-                       [y_true, y_pred, mask], wrt=(1,), dtype=dtype, mode=mode)
+    out, (g,) = _grads(
+        lambda t, p, m: ops.masked_task_distance(t, p, mask=m),
+        [y_true, y_pred, mask],
+        wrt=(1,),
+        dtype=dtype,
+        mode=mode,
+    )
     np.testing.assert_array_equal(out, [0, 0])  # perfect fit on the only valid entry
     np.testing.assert_array_equal(g, np.zeros_like(y_pred))
 
 
 def test_sparse_label_out_of_range_is_not_silently_finite():
     logits = keras.ops.convert_to_tensor(np.array([[1.0, 2.0, 3.0]] * 3, "float32"))
-    out = keras.ops.convert_to_numpy(
-        ops.sparse_softmax_cross_entropy(np.array([3, -1, 1]), logits))
+    out = keras.ops.convert_to_numpy(ops.sparse_softmax_cross_entropy(np.array([3, -1, 1]), logits))
     assert np.isnan(out[0]) and np.isnan(out[1]) and np.isfinite(out[2])
 
 
 def test_sigmoid_cross_entropy_gradient_at_logit_zero(setting):
     """relu and |x| share one select: the gradient at 0 is sigmoid(0) - y."""
     mode, dtype = setting
-    out, (g,) = _grads(ops.sigmoid_cross_entropy, [[0.5, 1.0, 0.0], [0.0, 0.0, 0.0]],
-                       wrt=(1,), dtype=dtype, mode=mode)
+    out, (g,) = _grads(
+        ops.sigmoid_cross_entropy,
+        [[0.5, 1.0, 0.0], [0.0, 0.0, 0.0]],
+        wrt=(1,),
+        dtype=dtype,
+        mode=mode,
+    )
     np.testing.assert_allclose(out, [np.log(2)] * 3, rtol=1e-3)
     np.testing.assert_array_equal(g, [0.0, -0.5, 0.5])
 
 
-@pytest.mark.parametrize("op", [lambda x: ops.logsumexp(x, axis=-1), ops.softmax, ops.log_softmax,
-                                lambda x: ops.softmax_cross_entropy(np.eye(3)[:2].astype("float32"), x),
-                                lambda x: ops.sparse_softmax_cross_entropy(np.array([0, 1]), x)],
-                         ids=["logsumexp", "softmax", "log_softmax", "softmax_ce", "sparse_ce"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda x: ops.logsumexp(x, axis=-1),
+        ops.softmax,
+        ops.log_softmax,
+        lambda x: ops.softmax_cross_entropy(np.eye(3)[:2].astype("float32"), x),
+        lambda x: ops.sparse_softmax_cross_entropy(np.array([0, 1]), x),
+    ],
+    ids=["logsumexp", "softmax", "log_softmax", "softmax_ce", "sparse_ce"],
+)
 def test_nan_in_a_valid_entry_propagates(op):
     """NaN is loud: a NaN logit in a valid entry never reads as an empty row."""
     x = keras.ops.convert_to_tensor(np.array([[1.0, np.nan, 2.0], [1.0, 2.0, 3.0]], "float32"))

@@ -147,6 +147,8 @@ def test_masking_by_multiplication_or_single_where_with_nan_label(mode):
     assert np.isnan(value) and np.isnan(g).any()
     value, (g,) = vjp(single_where, p, mode=mode)
     assert value == 1.0 and np.isnan(g[1])
-    value, (g,) = vjp(lambda q: ops.masked_task_distance(y_true, q, mask=mask, squared=True) / 2, p, mode=mode)
+    value, (g,) = vjp(
+        lambda q: ops.masked_task_distance(y_true, q, mask=mask, squared=True) / 2, p, mode=mode
+    )
     assert value == 1.0
     np.testing.assert_array_equal(g, [-1.0, 0.0, 1.0])

@@ -43,8 +43,10 @@ def tensors(case, dtype):
 
 
 def rounded_args(case, dtype):
-    return [round_to(a, dtype) if i in case.float_args else np.asarray(a)
-            for i, a in enumerate(case.args)]
+    return [
+        round_to(a, dtype) if i in case.float_args else np.asarray(a)
+        for i, a in enumerate(case.args)
+    ]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -64,11 +66,20 @@ def test_output_dtype_is_input_dtype(dtype):
     from keras_stable import ops
 
     x = keras.ops.cast(keras.ops.ones((2, 3)), dtype)
-    for out in (ops.safe_sqrt(x), ops.safe_norm(x, axis=-1), ops.l2_normalize(x),
-                ops.cosine_similarity(x, x), ops.safe_divide(x, x), ops.logsumexp(x),
-                ops.softmax(x), ops.log_softmax(x), ops.softmax_cross_entropy(x, x),
-                ops.sparse_softmax_cross_entropy(np.array([0, 1]), x),
-                ops.sigmoid_cross_entropy(x, x), ops.masked_task_distance(x, x)):
+    for out in (
+        ops.safe_sqrt(x),
+        ops.safe_norm(x, axis=-1),
+        ops.l2_normalize(x),
+        ops.cosine_similarity(x, x),
+        ops.safe_divide(x, x),
+        ops.logsumexp(x),
+        ops.softmax(x),
+        ops.log_softmax(x),
+        ops.softmax_cross_entropy(x, x),
+        ops.sparse_softmax_cross_entropy(np.array([0, 1]), x),
+        ops.sigmoid_cross_entropy(x, x),
+        ops.masked_task_distance(x, x),
+    ):
         assert keras.backend.standardize_dtype(out.dtype) == dtype
 
 
@@ -81,6 +92,7 @@ def test_gradient_equals_finite_differences_in_float64(case):
         cot = finite.astype("float64")
         out, grads = vjp(case.op, args, wrt=case.wrt, cotangent=cot, mode="eager")
     for i, g in zip(case.wrt, grads):
+
         def partial(v, i=i):
             full = [np.asarray(a, "float64") if a.dtype.kind == "f" else a for a in case.args]
             full[i] = v
