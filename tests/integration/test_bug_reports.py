@@ -120,7 +120,7 @@ def test_keras_ops_norm_formulation_is_nan_under_xla_and_jax():
         assert n_nan >= (FEATURES + 1) * (TASKS - 1), n_nan
     else:
         # torch: `vector_norm`'s backward special-cases ||x|| = 0 (gradient 0),
-        # so the same code happens to stay finite here (ANCHORS.md, T1c).
+        # so the same code happens to stay finite here (docs/traps/norm-at-zero.md).
         assert n_nan == 0
 
 

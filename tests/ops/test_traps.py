@@ -3,7 +3,7 @@
 The "plain" side is what users write today (keras.ops built-ins, or the
 hand-written formula from the bug reports). Where a built-in happens to be
 safe on one backend (torch's norm backward special-cases 0; TF's CPU kernels
-hide some NaNs eagerly, see ANCHORS.md) the test asserts the failure only
+hide some NaNs eagerly, see docs/traps/norm-at-zero.md) the test asserts the failure only
 where it occurs, and the hand-written formula everywhere.
 """
 
