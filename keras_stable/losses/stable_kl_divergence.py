@@ -6,6 +6,7 @@ from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
 from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_bool
+from keras_stable.common.checks import check_same_shape
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
 from keras_stable.ops.cross_entropy import warn_if_probabilities
@@ -85,12 +86,7 @@ class StableKLDivergence(StableLoss):
         warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
         y_true = ops.convert_to_tensor(y_true)
         y_pred = to_float32(y_pred)
-        if tuple(y_true.shape) != tuple(y_pred.shape):
-            raise ValueError(
-                "`y_true` and `y_pred` must have the same shape, got "
-                f"y_true.shape={tuple(y_true.shape)} and "
-                f"y_pred.shape={tuple(y_pred.shape)}."
-            )
+        check_same_shape(y_true, y_pred, "y_true", "y_pred")
         values = stable_ops.kl_divergence(
             y_true, y_pred, axis=self.axis, from_logits=self.from_logits
         )

@@ -7,6 +7,7 @@ from keras_stable._serialization import register
 from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_label_smoothing
+from keras_stable.common.checks import check_same_shape
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
 from keras_stable.ops.cross_entropy import warn_if_probabilities
@@ -90,13 +91,13 @@ class StableSoftmaxCrossEntropy(StableLoss):
         warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
         y_true = ops.convert_to_tensor(y_true)
         y_pred = to_float32(y_pred)
-        if tuple(y_true.shape) != tuple(y_pred.shape):
-            raise ValueError(
-                "`y_true` and `y_pred` must have the same shape (one-hot or "
-                f"soft labels), got y_true.shape={tuple(y_true.shape)} and "
-                f"y_pred.shape={tuple(y_pred.shape)}. For integer class "
-                "indices use `StableSparseSoftmaxCrossEntropy`."
-            )
+        check_same_shape(
+            y_true,
+            y_pred,
+            "y_true",
+            "y_pred",
+            hint=" Labels are one-hot or soft; for integer class indices use `StableSparseSoftmaxCrossEntropy`.",
+        )
         values = stable_ops.softmax_cross_entropy(
             y_true,
             y_pred,
