@@ -4,8 +4,6 @@ Adding a loss or a metric means adding its `Spec` to `tests/loss_harness.py`;
 every check below then runs for it.
 """
 
-import os
-
 import pytest
 
 from tests import loss_harness as h
@@ -34,20 +32,8 @@ def test_precision(spec, policy):
     h.check_precision(spec, policy)
 
 
-# A known bug, not a deliberate difference: under `jax.jit` the fused norm
-# kernels give a NaN value on the cosine loss's edge grid (a zero vector next
-# to large ones); eagerly, on TF and torch, and with KERAS_STABLE_PORTABLE=1
-# the value is right. Strict: the mark must go when the kernel is fixed.
-_KNOWN_BUGS = {
-    ("jax", "cosine"): "fused norm kernel: NaN under jax.jit on the cosine edge grid",
-}
-
-
 @pytest.mark.parametrize("spec", SPECS, ids=repr)
-def test_edge_grid(spec, request):
-    reason = _KNOWN_BUGS.get((h.BACKEND, spec.id))
-    if reason and not os.environ.get("KERAS_STABLE_PORTABLE"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+def test_edge_grid(spec):
     h.check_edge_grid(spec)
 
 

@@ -251,7 +251,11 @@ def _square_sum(x, axes, rescue):
         ops.ones_like(s),
         ops.where(ops.less(s, low), _full(s, 2.0**lo), _full(s, 2.0**-hi)),
     )
-    return c, _sum(ops.square(x * c), axes)
+    # The select keeps `x` itself where the plain sum was in range and is
+    # not an extra pass (it fuses into the reduction). It also stops XLA's
+    # algebraic simplifier from rewriting `(x * c)**2` as `x**2 * c**2`
+    # (which overflows: inf * 0) when `x` is a compile-time constant.
+    return c, _sum(ops.square(ops.where(in_range, x, x * c)), axes)
 
 
 def _times(x, c, factor, k):
@@ -480,3 +484,48 @@ def logsumexp_kernel(x, axis, mask=None):
         return [ops.where(row_ok, e * factor, ops.zeros_like(e))]
 
     return _fused(forward, backward, x)
+
+
+def softmax_cross_entropy_kernel(labels, x, axis, mask=None):
+    """Per-example `-sum(labels * log_softmax(x, axis, mask), axis)` (`axis`
+    an int, reduced) of float32/float64 `labels` and `x` of one shape: the
+    value of `softmax_cross_entropy` (0 with a zero label on a dead entry -
+    masked or `-inf` -, `+inf` with a nonzero one, 0 for a row with nothing
+    left). Gradients, over the live entries (0 on dead ones and for rows
+    with nothing left): `g * (p * sum(live labels) - labels)` for `x`, as
+    `tf.nn.softmax_cross_entropy_with_logits`, and `-g * log_softmax(x)`
+    for the labels."""
+
+    def forward(labels, x):
+        valid, z, total, nonempty, row_max = _shift(x, axis, mask)
+        log_total = ops.log(ops.where(nonempty, total, ops.ones_like(total)))
+        zeros = ops.zeros_like(x)
+        live_labels = ops.where(valid, labels, zeros)
+        # A label on a dead entry: 0 * -inf would be NaN, the loss is +inf.
+        impossible = ops.logical_and(ops.logical_not(valid), ops.not_equal(labels, 0))
+        label_sum = _sum(live_labels, axis)
+        # -sum(labels * (z - log_total)) = log_total * sum(labels) - sum(labels * z)
+        # over the live entries: one pass, z never stored.
+        dot = _sum(ops.where(valid, live_labels * z, zeros), axis)
+        loss = log_total * label_sum - dot
+        loss = ops.where(ops.any(impossible, axis=axis, keepdims=True), _full(loss, _INF), loss)
+        loss = ops.where(nonempty, loss, ops.zeros_like(loss))
+        return ops.squeeze(loss, axis), (ops.exp(z), total, label_sum, row_max, log_total)
+
+    def backward(inputs, saved, loss, upstream):
+        labels, x = inputs
+        e, total, label_sum, row_max, log_total = saved
+        valid = _valid(x, mask)
+        nonempty = ops.not_equal(total, 0)
+        g = ops.expand_dims(ops.cast(upstream, x.dtype), axis)
+        # Rows with nothing left are selected out whole, an infinite or NaN
+        # upstream gradient there included.
+        g = ops.where(nonempty, g, ops.zeros_like(g))
+        factor = g / ops.where(nonempty, total, ops.ones_like(total))
+        zeros = ops.zeros_like(x)
+        d_x = ops.where(valid, e * (factor * label_sum) - g * labels, zeros)
+        log_probs = (x - row_max) - log_total
+        d_labels = ops.where(valid, -g * log_probs, zeros)
+        return [d_labels, d_x]
+
+    return _fused(forward, backward, labels, x)

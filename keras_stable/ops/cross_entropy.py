@@ -19,6 +19,7 @@ from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
+from keras_stable.ops import _kernels
 from keras_stable.ops.softmax import _safe_log
 from keras_stable.ops.softmax import shifted_logits
 
@@ -267,21 +268,33 @@ def softmax_cross_entropy(
     logits = ops.cast(logits, compute)
     labels = ops.cast(labels, compute)
     mask = prepare_mask(mask, logits)
-
-    valid, z, total, _ = shifted_logits(logits, axis, mask)
-    nonempty, log_total = _safe_log(total)
     if label_smoothing:
+        valid = ops.not_equal(logits, -_INF)
+        if mask is not None:
+            valid = ops.logical_and(valid, mask)
         n_valid = ops.sum(ops.cast(valid, compute), axis=axis, keepdims=True)
         spread = label_smoothing / ops.maximum(n_valid, 1.0)
         labels = labels * (1.0 - label_smoothing) + ops.where(valid, spread, ops.zeros_like(labels))
+    if _kernels.kernels_enabled():
+        loss = _kernels.softmax_cross_entropy_kernel(labels, logits, axis, mask)
+    else:
+        loss = _reference_softmax_cross_entropy(labels, logits, axis, mask)
+    return ops.cast(loss, out_dtype)
+
+
+def _reference_softmax_cross_entropy(labels, logits, axis, mask):
+    """The portable formulation of `softmax_cross_entropy` (smoothed
+    labels, compute dtype, plain autodiff): the fallback and the reference
+    of `_kernels.softmax_cross_entropy_kernel`."""
+    valid, z, total, _ = shifted_logits(logits, axis, mask)
+    nonempty, log_total = _safe_log(total)
     zeros = ops.zeros_like(logits)
     log_probs = ops.where(valid, z - log_total, zeros)
     # Invalid classes: 0 with a zero label, -inf (loss +inf) otherwise.
     impossible = ops.where(ops.equal(labels, 0), zeros, ops.full_like(zeros, -_INF))
     terms = ops.where(valid, labels * log_probs, impossible)
     loss = -ops.sum(terms, axis=axis)
-    loss = ops.where(ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss))
-    return ops.cast(loss, out_dtype)
+    return ops.where(ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss))
 
 
 def sparse_softmax_cross_entropy(

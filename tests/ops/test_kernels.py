@@ -29,6 +29,7 @@ from tests.backend_utils import MODES
 from tests.backend_utils import TOLERANCES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 from tests.ops.cases import edge_cases
@@ -298,6 +299,59 @@ def test_softmax_family_kernels_match_the_portable_formulation(dtype, mode):
         assert_finite(g[keep], f"{what} gradient")
 
 
+# Labels for SOFTMAX_ROWS: one-hot, soft, mass on a `-inf` entry (row 0:
+# loss +inf), on a masked entry (row 3 under the mask), on nothing.
+CE_LABELS = np.array(
+    [
+        [0.0, 0.5, 0.25, 0.25],
+        [1.0, 0.0, 0.0, 0.0],
+        [0.0, 1.0, 0.0, 0.0],
+        [0.25, 0.25, 0.25, 0.25],
+        [0.0, 0.0, 1.0, 0.0],
+        [0.0, 0.0, 0.0, 1.0],
+        [0.0, 0.0, 1.0, 0.0],
+        [0.7, 0.0, 0.3, 0.0],
+    ]
+)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", MODES)
+def test_softmax_cross_entropy_kernel_matches_the_portable_formulation(dtype, mode):
+    """The dense cross-entropy kernel: the value and both gradients (logits
+    and labels) of the portable formulation, with and without a mask and
+    label smoothing; rows with a NaN or `+inf` logit are non-finite in
+    both (which of NaN and inf depends on the formulation)."""
+    x = _tensor(SOFTMAX_ROWS, dtype)
+    y = _tensor(CE_LABELS, dtype)
+    m = keras.ops.convert_to_tensor(SOFTMAX_MASK)
+    cases = {
+        "plain": {},
+        "mask": {"mask": m},
+        "label_smoothing": {"label_smoothing": 0.1},
+        "mask, label_smoothing": {"mask": m, "label_smoothing": 0.2},
+    }
+    bad_rows = {"plain": (4, 5, 6), "mask": (4, 6), "label_smoothing": (4, 5, 6)}
+    for name, kwargs in cases.items():
+
+        def op(labels, logits, kwargs=kwargs):
+            return ops.softmax_cross_entropy(labels, logits, **kwargs)
+
+        cot = _cotangent(op, [y, x], dtype)
+        fused, reference = _both(op, [y, x], (0, 1), cot, mode)
+        what = f"softmax_cross_entropy({name}) {dtype} {mode}"
+        bad = bad_rows.get(name, (4, 6))
+        _assert_same(fused, reference, dtype, what, skip_rows=bad)
+        out, grads = fused
+        assert not np.isfinite(out[list(bad)]).any(), f"{what}: {out}"
+        assert not np.isfinite(reference[0][list(bad)]).any(), what
+        keep = np.setdiff1d(np.arange(len(SOFTMAX_ROWS)), bad)
+        assert_finite(grads[1][keep], f"{what} logits gradient")
+        if name == "plain":
+            assert out[0] == np.inf, f"{what}: label on a -inf logit"
+            assert out[1] == 0.0 and not grads[1][1].any(), f"{what}: nothing left"
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("axis", [0, (0, 1), None], ids=["axis0", "axis01", "axisNone"])
@@ -437,6 +491,51 @@ def test_kernels_compiled_match_eager(dtype):
         lambda a: ops.logsumexp(a, axis=-1, mask=m),
     ):
         vjp_all_modes(op, [z], cotangent=_cotangent(op, [z], dtype), dtype=dtype)
+
+
+def _compiled_on_constants(fn, args):
+    """`fn(*args)` compiled with every argument a compile-time constant:
+    XLA folds the whole computation, after its algebraic simplifier has
+    reassociated products (`(x * c)**2` into `x**2 * c**2`, which
+    overflows)."""
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(lambda: fn(*args), jit_compile=True)()
+    import jax
+
+    return jax.jit(lambda: fn(*args))()
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="no compiler on torch")
+@pytest.mark.parametrize("dtype", ("float32", "float16"))
+def test_kernels_on_compile_time_constants(dtype):
+    """Compiled on constant inputs (a target closed over by a loss under
+    `jax.jit`), every kernel gives its eager value: the rescue of the
+    zero, tiny and huge rows survives XLA's constant folding; and the
+    gradient with respect to the one non-constant argument too."""
+    rows = np.concatenate([NORM_ROWS[[0, 1, 2, 3, 4, 5, 10]], OUT_OF_RANGE_ROWS[:, :4]])
+    z = _tensor(SOFTMAX_ROWS, dtype)
+    for name, op in NORM_OPS.items():
+        if "axis=None" in name:
+            continue
+        args = [_tensor(rows, dtype)]
+        if name == "cosine_similarity":
+            args.append(_tensor(rows[::-1].copy(), dtype))
+        expected = to_numpy(op(*args))
+        got = to_numpy(_compiled_on_constants(op, args))
+        assert_close(got, expected, dtype, f"{name} {dtype} on constants")
+    if "cosine_similarity" in NORM_OPS:
+        x1 = _tensor(rows, dtype)
+        x2 = rows[::-1].copy()
+
+        def one_constant(b):
+            return ops.cosine_similarity(x1, b)
+
+        vjp_all_modes(one_constant, [_tensor(x2, dtype)], dtype=dtype)
+    for op in (ops.softmax, ops.log_softmax, lambda a: ops.logsumexp(a, axis=-1)):
+        expected = to_numpy(op(z))
+        assert_close(to_numpy(_compiled_on_constants(op, [z])), expected, dtype, "softmax family")
 
 
 def test_kernels_can_be_switched_off():
