@@ -494,38 +494,38 @@ def softmax_cross_entropy_kernel(labels, x, axis, mask=None):
     left). Gradients, over the live entries (0 on dead ones and for rows
     with nothing left): `g * (p * sum(live labels) - labels)` for `x`, as
     `tf.nn.softmax_cross_entropy_with_logits`, and `-g * log_softmax(x)`
-    for the labels."""
+    for the labels.
+
+    Nothing of the size of `x` is kept for the backward pass, which
+    recomputes `exp(x - max)` (one read of `x`) rather than reading a
+    stored copy (a write and a read): the memory of the built-ins.
+    """
 
     def forward(labels, x):
         valid, z, total, nonempty, row_max = _shift(x, axis, mask)
         log_total = ops.log(ops.where(nonempty, total, ops.ones_like(total)))
-        zeros = ops.zeros_like(x)
-        live_labels = ops.where(valid, labels, zeros)
-        # A label on a dead entry: 0 * -inf would be NaN, the loss is +inf.
-        impossible = ops.logical_and(ops.logical_not(valid), ops.not_equal(labels, 0))
-        label_sum = _sum(live_labels, axis)
-        # -sum(labels * (z - log_total)) = log_total * sum(labels) - sum(labels * z)
-        # over the live entries: one pass, z never stored.
-        dot = _sum(ops.where(valid, live_labels * z, zeros), axis)
-        loss = log_total * label_sum - dot
-        loss = ops.where(ops.any(impossible, axis=axis, keepdims=True), _full(loss, _INF), loss)
+        # labels * -log p on the live entries; on a dead one 0 for a zero
+        # label, +inf (the true value) for a nonzero one - never 0 * inf.
+        dead = ops.where(ops.equal(labels, 0), ops.zeros_like(x), _full(x, _INF))
+        loss = _sum(ops.where(valid, labels * (log_total - z), dead), axis)
         loss = ops.where(nonempty, loss, ops.zeros_like(loss))
-        return ops.squeeze(loss, axis), (ops.exp(z), total, label_sum, row_max, log_total)
+        return ops.squeeze(loss, axis), (total, row_max, log_total)
 
     def backward(inputs, saved, loss, upstream):
         labels, x = inputs
-        e, total, label_sum, row_max, log_total = saved
+        total, row_max, log_total = saved
         valid = _valid(x, mask)
         nonempty = ops.not_equal(total, 0)
         g = ops.expand_dims(ops.cast(upstream, x.dtype), axis)
         # Rows with nothing left are selected out whole, an infinite or NaN
         # upstream gradient there included.
         g = ops.where(nonempty, g, ops.zeros_like(g))
-        factor = g / ops.where(nonempty, total, ops.ones_like(total))
         zeros = ops.zeros_like(x)
-        d_x = ops.where(valid, e * (factor * label_sum) - g * labels, zeros)
-        log_probs = (x - row_max) - log_total
-        d_labels = ops.where(valid, -g * log_probs, zeros)
+        live_labels = ops.where(valid, labels, zeros)
+        factor = _sum(live_labels, axis) * (g / ops.where(nonempty, total, ops.ones_like(total)))
+        z = x - row_max
+        d_x = ops.where(valid, ops.exp(z) * factor - g * labels, zeros)
+        d_labels = ops.where(valid, g * (log_total - z), zeros)
         return [d_labels, d_x]
 
     return _fused(forward, backward, labels, x)
