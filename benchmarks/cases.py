@@ -371,7 +371,11 @@ def loss_cases():
 
 
 def cases():
-    """Every row, in the order of the table: ops, layers, then losses."""
+    """Every row, in the order of the table: ops, layers, losses, then the
+    catalogue and geometry rows (`cases_catalogue.py`)."""
+    from cases_catalogue import catalogue_cases
+    from cases_catalogue import geometry_cases
+
     return (
         norm_ops()
         + softmax_ops()
@@ -380,4 +384,6 @@ def cases():
         + distance_ops()
         + layer_cases()
         + loss_cases()
+        + catalogue_cases()
+        + geometry_cases()
     )

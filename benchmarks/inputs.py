@@ -58,3 +58,51 @@ def build_task(shape, dtype, rng):
     y_true = rng.standard_normal(shape).astype("float32")
     y_pred = rng.standard_normal(shape).astype("float32")
     return [y_true, y_pred], 1
+
+
+# The catalogue (issue 12) and geometry (issue 13) rows.
+GAUSSIAN_SIZES = {"S": (131072, 2), "M": (1048576, 2), "L": (4194304, 2)}
+PAIRWISE_SIZES = {"S": (256, 64), "M": (1024, 64), "L": (2048, 128)}
+# Batches of embeddings for the triplet losses: TF Addons' semi-hard mining
+# tiles a [batch * batch, batch] tensor (64 MiB at M).
+EMBEDDING_SIZES = {"S": (64, 32), "M": (256, 64), "L": (512, 128)}
+
+
+def build_soft_ce(shape, dtype, rng):
+    """Soft labels (a softmax of random scores) and logits."""
+    scores = rng.standard_normal(shape)
+    labels = np.exp(scores - scores.max(-1, keepdims=True))
+    labels = (labels / labels.sum(-1, keepdims=True)).astype("float32")
+    return [labels, _logits(shape, dtype, rng)], 1
+
+
+def build_counts(shape, dtype, rng):
+    """Poisson counts and log-rates."""
+    log_rate = rng.normal(0.0, 1.0, shape).astype("float32")
+    counts = rng.poisson(np.exp(log_rate)).astype("float32")
+    return [counts, log_rate], 1
+
+
+def build_regression(shape, dtype, rng):
+    y_true = rng.standard_normal(shape).astype("float32")
+    y_pred = rng.standard_normal(shape).astype("float32")
+    return [y_true, y_pred], 1
+
+
+def build_gaussian(shape, dtype, rng):
+    """Targets `(n, 1)` and a `(n, 2)` head: mean and log-variance."""
+    y_true = rng.standard_normal((shape[0], 1)).astype("float32")
+    head = rng.standard_normal(shape).astype("float32")
+    return [y_true, head], 1
+
+
+def build_embeddings(shape, dtype, rng):
+    """Integer labels (8 classes, each several times) and embeddings."""
+    labels = rng.integers(0, 8, shape[0]).astype("int32")
+    return [labels, rng.standard_normal(shape).astype("float32")], 1
+
+
+def build_pair_distances(shape, dtype, rng):
+    """Contrastive pairs: 0/1 labels and non-negative distances."""
+    labels = rng.integers(0, 2, shape[0]).astype("float32")
+    return [labels, rng.uniform(0.0, 2.0, shape[0]).astype("float32")], 1

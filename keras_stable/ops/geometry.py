@@ -13,7 +13,7 @@ from keras_stable.ops.norms import safe_sqrt
 
 # Features per step of the exact (forward-only) distance loop: the loop
 # holds one `[n, m, _CHUNK]` block at a time, never `[n, m, dim]`.
-_CHUNK = 8
+_CHUNK = 16
 
 
 def _check_rows(x, name):
