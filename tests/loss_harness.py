@@ -148,6 +148,8 @@ SIGMOID_EDGES = [
     (_f32([[0.0, 1.0]]), _f32([[100.0, 1e4]])),
     (_f32([[1.0, 0.0]]), _f32([[-1e4, -100.0]])),
     (_f32([[0.5, 0.5]]), _f32([[0.0, 30.0]])),
+    (_f32([[_NAN, 1.0]]), _f32([[1e4, -1e4]])),  # a missing label
+    (_f32([[_NAN, _NAN]]), _f32([[-1e4, 30.0]])),  # an example without labels
 ]
 
 
@@ -155,6 +157,7 @@ BINARY_PROB_EDGES = [
     (_f32([[0.0, 1.0]]), _f32([[0.0, 1.0]])),  # p = 0 and 1 on the labels
     (_f32([[1.0, 0.0]]), _f32([[0.5, 1e-30]])),
     (_f32([[1.0, 0.0]]), _f32([[0.0, 1.0]])),  # p = 0 on label 1, 1 on label 0: saturated
+    (_f32([[_NAN, 1.0]]), _f32([[0.0, 1.0]])),  # a missing label
 ]
 
 # Saturated easy and hard examples for the focal factor (gamma < 1).
@@ -568,6 +571,35 @@ def _specs():
             binary_y,
             BINARY_PROB_EDGES,
             train_loss=lambda: losses.StableSigmoidCrossEntropy(from_logits=False),
+        ),
+        Spec(
+            "m_masked_mse",
+            metrics.MaskedMeanSquaredError,
+            {},
+            5,
+            tasks_y,
+            REGRESSION_EDGES,
+            train_loss=losses.MaskedMeanSquaredError,
+        ),
+        Spec(
+            "m_masked_mae",
+            metrics.MaskedMeanAbsoluteError,
+            {},
+            5,
+            tasks_y,
+            REGRESSION_EDGES,
+            example_weights,
+            train_loss=losses.MaskedMeanAbsoluteError,
+        ),
+        Spec(
+            "m_masked_huber",
+            metrics.MaskedHuber,
+            {"delta": 0.5},
+            5,
+            tasks_y,
+            REGRESSION_EDGES,
+            example_weights,
+            train_loss=lambda: losses.MaskedHuber(delta=0.5),
         ),
         Spec(
             "m_pearson_rows",

@@ -1,5 +1,7 @@
 """Binary (sigmoid) cross-entropy, finite for every finite logit."""
 
+import functools
+
 from keras import ops
 
 from keras_stable import ops as stable_ops
@@ -10,6 +12,7 @@ from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
+from keras_stable.losses._elementwise import mean_over_observed_axis
 from keras_stable.ops.cross_entropy import warn_if_probabilities
 
 
@@ -28,6 +31,28 @@ def _same_rank(y_true, y_pred):
     return y_true, y_pred
 
 
+def _binary_losses_and_valid(elementwise, y_true, y_pred, label_smoothing, axis):
+    """`(values, valid)` of a binary cross-entropy whose NaN labels are missing.
+
+    `elementwise(labels, y_pred)` is the loss's functional twin. A NaN label
+    is replaced (by 0) before the twin sees it and its elementwise loss
+    selected away after - the double where: the twin's value and gradient
+    there are finite, and the select gives the entry exactly 0 and a zero
+    gradient (`0 * NaN` or a single `where` would leak NaN into both). The
+    mean over `axis` counts the observed entries only; an example with none
+    is left out of the reduction (`valid`).
+    """
+    y_true = ops.cast(ops.convert_to_tensor(y_true), "float32")
+    y_true, y_pred = _same_rank(y_true, to_float32(y_pred))
+    observed = ops.logical_not(ops.isnan(y_true))
+    y_true = ops.where(observed, y_true, ops.zeros_like(y_true))
+    if label_smoothing:
+        y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
+    values = elementwise(y_true, y_pred)
+    values = ops.where(observed, values, ops.zeros_like(values))
+    return mean_over_observed_axis(values, observed, axis)
+
+
 @register
 class StableSigmoidCrossEntropy(StableLoss):
     """Binary cross-entropy from logits (or probabilities), NaN-free.
@@ -39,7 +64,18 @@ class StableSigmoidCrossEntropy(StableLoss):
     become `y (1 - s) + s / 2`. With `from_logits=False`, `y_pred` holds
     probabilities and the loss is computed from `log(p)` and `log(1 - p)`.
 
-    This is the thin class over `keras_stable.ops.sigmoid_cross_entropy`.
+    NaN in `y_true` marks a missing label, as in `MaskedMeanSquaredError`:
+    it counts for nothing, exactly - not in the value, not in the mean over
+    `axis` (whose denominator counts the observed labels only), not in the
+    gradient. An example whose labels are all missing is left out of the
+    reduction (it is not averaged in as a 0). Without NaN labels the value
+    is unchanged: Keras's number, with the same reductions,
+    `sample_weight` and Keras mask.
+
+    This is the thin class over `keras_stable.ops.sigmoid_cross_entropy`,
+    which stays elementwise and NaN-propagating (a NaN label gives NaN
+    there): the missing-label rule needs the mean's denominator, which is
+    the class's.
 
     Args:
         from_logits: whether `y_pred` holds logits (default) or
@@ -53,11 +89,20 @@ class StableSigmoidCrossEntropy(StableLoss):
         dtype: dtype of the result, float32 by default.
 
     Call arguments:
-        y_true: targets in [0, 1].
+        y_true: targets in [0, 1], NaN where missing.
         y_pred: logits (or probabilities), same shape.
         sample_weight: optional weights, e.g. of shape `(batch,)`.
 
     Numerical stability:
+        A NaN label is replaced by the double-where pattern before the
+        cross-entropy is computed, then its entry selected away: exactly 0,
+        with a zero gradient, whatever the finite logit. Keras's
+        `BinaryCrossentropy` returns NaN for such a batch even when the
+        example's `sample_weight` is 0 (`0 * NaN = NaN`; torch refuses the
+        probability targets outside [0, 1]). An example whose labels are
+        all missing gives 0 with a zero gradient (no `0 / 0`); a batch with
+        no label gives 0.
+
         From logits, `max(x, 0) - x y + log1p(exp(-|x|))` in float32: a logit
         of 1e4 gives 1e4 (the naive form gives `inf` and NaN gradients) and
         the gradient is `sigmoid(x) - y`. From probabilities, no epsilon
@@ -78,6 +123,9 @@ class StableSigmoidCrossEntropy(StableLoss):
     >>> y_pred = np.array([[100.0, 1e4]], "float32")
     >>> print(float(loss(y_true, y_pred)))
     50.0
+    >>> y_true = np.array([[1.0, np.nan], [np.nan, np.nan]], "float32")
+    >>> print(f"{float(loss(y_true, np.zeros((2, 2), 'float32'))):.4f}")  # log(2): one label
+    0.6931
     """
 
     def __init__(
@@ -96,16 +144,12 @@ class StableSigmoidCrossEntropy(StableLoss):
 
     def losses_and_valid(self, y_true, y_pred):
         warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
-        y_true = ops.cast(ops.convert_to_tensor(y_true), "float32")
-        y_true, y_pred = _same_rank(y_true, to_float32(y_pred))
-        if self.label_smoothing:
-            s = self.label_smoothing
-            y_true = y_true * (1.0 - s) + 0.5 * s
-        values = stable_ops.sigmoid_cross_entropy(y_true, y_pred, from_logits=self.from_logits)
-        rank = len(static_shape(values))
-        if rank >= 2:
-            values = ops.mean(values, axis=check_axis(self.axis, rank))
-        return values, None
+        elementwise = functools.partial(
+            stable_ops.sigmoid_cross_entropy, from_logits=self.from_logits
+        )
+        return _binary_losses_and_valid(
+            elementwise, y_true, y_pred, self.label_smoothing, self.axis
+        )
 
     def get_config(self):
         config = super().get_config()

@@ -1,6 +1,6 @@
 """Binary focal cross-entropy in log space, for every gamma >= 0."""
 
-from keras import ops
+import functools
 
 from keras_stable import ops as stable_ops
 from keras_stable._serialization import register
@@ -9,10 +9,8 @@ from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_gamma
 from keras_stable.common.checks import check_label_smoothing
-from keras_stable.common.dtypes import static_shape
-from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
-from keras_stable.losses.stable_sigmoid_cross_entropy import _same_rank
+from keras_stable.losses.stable_sigmoid_cross_entropy import _binary_losses_and_valid
 from keras_stable.ops.cross_entropy import warn_if_probabilities
 
 
@@ -26,6 +24,12 @@ class StableSigmoidFocalCrossEntropy(StableLoss):
     averaged over `axis` (the last by default) for inputs of rank 2 or more,
     then the Keras `reduction`. With `label_smoothing = s`, labels become
     `y (1 - s) + s / 2` (before `p_t` and `alpha_t`, as in Keras).
+
+    NaN in `y_true` marks a missing label, exactly as in
+    `StableSigmoidCrossEntropy`: it counts for nothing in the value, in the
+    mean over `axis` and in the gradient, and an example whose labels are
+    all missing is left out of the reduction. Without NaN labels the value
+    is unchanged.
 
     The counterpart of `keras.losses.BinaryFocalCrossentropy`, with the same
     number wherever Keras's is right: Keras's
@@ -52,7 +56,7 @@ class StableSigmoidFocalCrossEntropy(StableLoss):
             `mixed_float16` / `mixed_bfloat16` policy).
 
     Call arguments:
-        y_true: targets in [0, 1].
+        y_true: targets in [0, 1], NaN where missing.
         y_pred: logits (or probabilities), same shape.
         sample_weight: optional weights, e.g. of shape `(batch,)`.
 
@@ -67,7 +71,10 @@ class StableSigmoidFocalCrossEntropy(StableLoss):
         probability, saturated below it (`p = 0` with label 1 gives 87.34
         per element, with a zero gradient), and the logits of a sigmoid
         output are used where the backend exposes them (TensorFlow, torch),
-        as Keras does on TensorFlow.
+        as Keras does on TensorFlow. A NaN label is replaced (double where)
+        before the loss is computed: its entry is exactly 0 with a zero
+        gradient, where Keras's loss is NaN even under a `sample_weight`
+        of 0 (on torch it raises).
 
     Example:
 
@@ -100,22 +107,15 @@ class StableSigmoidFocalCrossEntropy(StableLoss):
 
     def losses_and_valid(self, y_true, y_pred):
         warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
-        y_true = ops.cast(ops.convert_to_tensor(y_true), "float32")
-        y_true, y_pred = _same_rank(y_true, to_float32(y_pred))
-        if self.label_smoothing:
-            s = self.label_smoothing
-            y_true = y_true * (1.0 - s) + 0.5 * s
-        values = stable_ops.sigmoid_focal_cross_entropy(
-            y_true,
-            y_pred,
+        elementwise = functools.partial(
+            stable_ops.sigmoid_focal_cross_entropy,
             gamma=self.gamma,
             alpha=self.alpha,
             from_logits=self.from_logits,
         )
-        rank = len(static_shape(values))
-        if rank >= 2:
-            values = ops.mean(values, axis=check_axis(self.axis, rank))
-        return values, None
+        return _binary_losses_and_valid(
+            elementwise, y_true, y_pred, self.label_smoothing, self.axis
+        )
 
     def get_config(self):
         config = super().get_config()

@@ -4,6 +4,9 @@ Their state is sums and counts (float32, sum-aggregated), so the result over
 several batches equals the result over their concatenation.
 """
 
+from keras_stable.metrics.masked_huber import MaskedHuber
+from keras_stable.metrics.masked_mean_absolute_error import MaskedMeanAbsoluteError
+from keras_stable.metrics.masked_mean_squared_error import MaskedMeanSquaredError
 from keras_stable.metrics.masked_multi_task_distance import MaskedMultiTaskDistance
 from keras_stable.metrics.stable_binary_cross_entropy import StableBinaryCrossEntropy
 from keras_stable.metrics.stable_cross_entropy import StableCrossEntropy
@@ -12,6 +15,9 @@ from keras_stable.metrics.stable_r2_score import StableR2Score
 from keras_stable.metrics.stable_sparse_cross_entropy import StableSparseCrossEntropy
 
 __all__ = [
+    "MaskedHuber",
+    "MaskedMeanAbsoluteError",
+    "MaskedMeanSquaredError",
     "MaskedMultiTaskDistance",
     "StableBinaryCrossEntropy",
     "StableCrossEntropy",

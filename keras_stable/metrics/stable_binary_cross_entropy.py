@@ -12,8 +12,10 @@ class StableBinaryCrossEntropy(LossMeanMetric):
     `result = sum_i w_i BCE_i / sum_i w_i`, where `BCE_i` is the per-example
     loss of `keras_stable.losses.StableSigmoidCrossEntropy` (the elementwise
     cross-entropy averaged over `axis`) and `w_i` the sample weight (1 by
-    default), entries masked by the Keras mask of `y_pred` excluded. The
-    counterpart of `keras.metrics.BinaryCrossentropy`, with
+    default), entries masked by the Keras mask of `y_pred` excluded. NaN in
+    `y_true` marks a missing label, as in the loss: it is left out of its
+    example's mean, and an example without any label is left out of the
+    metric. The counterpart of `keras.metrics.BinaryCrossentropy`, with
     `from_logits=True` by default.
 
     Args:
@@ -30,7 +32,9 @@ class StableBinaryCrossEntropy(LossMeanMetric):
         `max(x, 0) - x y + log1p(exp(-|x|))` in float32 (a logit of 1e4
         gives 1e4, not `inf`); from probabilities no epsilon clip. An
         example with weight 0 contributes exactly 0, even when its loss is
-        `inf`. Before any update the result is 0.
+        `inf`. A missing (NaN) label never reaches the arithmetic (double
+        where); Keras's metric is NaN from the first such batch on. Before
+        any update the result is 0.
 
     Example:
 

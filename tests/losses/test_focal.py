@@ -83,6 +83,43 @@ def test_sigmoid_focal_keras_docstring_examples():
     assert_close(to_numpy(out), [0.0017, 1.1561], tol=(1e-3, 1e-4))
 
 
+@pytest.mark.parametrize("reduction", ["sum_over_batch_size", "mean_with_sample_weight", "none"])
+def test_sigmoid_focal_missing_labels_count_for_nothing(reduction):
+    """NaN labels are missing, as in StableSigmoidCrossEntropy: out of the
+    value, the mean over the last axis and the gradient; an example with no
+    label out of the reduction. Keras's loss is NaN even with weight 0."""
+    labels = np.array([[1.0, np.nan, 0.0], [np.nan, np.nan, np.nan], [0.0, 1.0, 1.0]], "float32")
+    logits = np.array([[0.5, 1e4, -2.5], [1.0, -1e4, 3.0], [40.0, -30.0, 2.0]], "float32")
+    sw = np.array([0.5, 3.0, 2.0], "float32")
+    theirs = keras.losses.BinaryFocalCrossentropy(gamma=0.5, from_logits=True)
+    if BACKEND == "torch":  # it feeds sigmoid(logits) to torch's BCE, which checks targets
+        with pytest.raises(RuntimeError, match="between 0 and 1"):
+            theirs(labels[[0, 2]], logits[[0, 2]], sample_weight=[0.0, 1.0])
+    else:
+        plain = theirs(labels[[0, 2]], logits[[0, 2]], sample_weight=[0.0, 1.0])
+        assert np.isnan(to_numpy(plain))
+    loss = StableSigmoidFocalCrossEntropy(gamma=0.5, alpha=0.3, reduction=reduction)
+    out, (grad,) = vjp_all_modes(lambda p: loss(labels, p, sample_weight=sw), [logits])
+    observed = ~np.isnan(labels)
+    elementwise = np.where(
+        observed,
+        reference.sigmoid_focal_cross_entropy(np.nan_to_num(labels), logits, 0.5, 0.3),
+        0.0,
+    )
+    per_example = elementwise.sum(-1) / np.maximum(observed.sum(-1), 1)
+    valid = observed.any(-1)
+    weighted = np.where(valid, per_example * sw, 0.0)
+    expected = {
+        "sum_over_batch_size": weighted.sum() / valid.sum(),
+        "mean_with_sample_weight": weighted.sum() / sw[valid].sum(),
+        "none": weighted,
+    }[reduction]
+    assert_close(out, expected)
+    assert_finite(grad)
+    np.testing.assert_array_equal(grad[~observed], 0.0)
+    assert np.all(grad[observed] != 0)
+
+
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("alpha", [0.25, [0.1, 0.2, 0.3, 0.4]])
 def test_softmax_focal_matches_keras(reduction, alpha):

@@ -1,14 +1,21 @@
-"""StableSigmoidCrossEntropy: values vs float64 and Keras, T10 and T12."""
+"""StableSigmoidCrossEntropy: values vs float64 and Keras, T10 and T12, and
+missing (NaN) labels, which count for nothing (issue 12)."""
 
 import keras
+import ml_dtypes
 import numpy as np
 import pytest
 
+from keras_stable import ops as stable_ops
+from keras_stable.common.reduction import reduce_losses
 from keras_stable.losses import StableSigmoidCrossEntropy
 from tests import reference
+from tests.backend_utils import BACKEND
+from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
 from tests.backend_utils import to_numpy
+from tests.backend_utils import value
 from tests.backend_utils import vjp_all_modes
 
 REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none")
@@ -87,3 +94,221 @@ def test_bad_arguments_raise():
         StableSigmoidCrossEntropy(label_smoothing=-1)
     with pytest.raises(ValueError, match=r"\(2, 3\).*\(2, 2\)"):
         StableSigmoidCrossEntropy()(np.zeros((2, 3), "float32"), np.zeros((2, 2), "float32"))
+
+
+# --------------------------------------------------------------------------
+# Missing labels (issue 12): NaN in y_true counts for nothing
+# --------------------------------------------------------------------------
+
+NP_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+MISSING_TRUE = np.array(
+    [[1.0, np.nan, 0.0], [np.nan, np.nan, np.nan], [0.3, 1.0, np.nan], [0.0, 1.0, 1.0]],
+    "float32",
+)
+# Extreme logits under the missing labels: whatever they are, they count for nothing.
+MISSING_LOGITS = np.array(
+    [[0.5, 1e4, -2.5], [1.0, -1e4, 3.0], [-1.0, 0.5, -1e4], [0.25, 2.0, -0.75]], "float32"
+)
+MISSING_SW = np.array([0.5, 3.0, 1.0, 2.0], "float32")
+
+
+def _sigmoid64(x):
+    return 0.5 * (1.0 + np.tanh(np.asarray(x, "float64") / 2.0))
+
+
+def _ref_missing(labels, logits, label_smoothing=0.0, axis=-1):
+    """float64: per-example mean over the observed labels along `axis`, the
+    examples with one, and d(per-example) / d(logits)."""
+    labels = np.asarray(labels, "float64")
+    observed = ~np.isnan(labels)
+    smoothed = np.where(observed, labels, 0.0) * (1 - label_smoothing) + 0.5 * label_smoothing
+    elementwise = np.where(observed, reference.sigmoid_cross_entropy(smoothed, logits), 0.0)
+    count = observed.sum(axis)
+    per_example = np.where(count > 0, elementwise.sum(axis) / np.maximum(count, 1), 0.0)
+    slope = np.where(observed, _sigmoid64(logits) - smoothed, 0.0)
+    grad = slope / np.expand_dims(np.maximum(count, 1), axis)
+    return per_example, count > 0, grad
+
+
+def _reduce_ref(per_example, valid, sw, reduction):
+    """float64 reduction; returns the value and d(value) / d(per-example)."""
+    weighted = np.where(valid, per_example * sw, 0.0)
+    divisor = {
+        "sum_over_batch_size": valid.sum(),
+        "mean": valid.sum(),
+        "sum": 1.0,
+        "mean_with_sample_weight": sw[valid].sum(),
+        "none": 1.0,
+    }[reduction]
+    value = weighted if reduction == "none" else weighted.sum() / divisor
+    return value, np.where(valid, sw, 0.0) / divisor
+
+
+@pytest.mark.parametrize("from_logits", [True, False])
+def test_keras_is_nan_on_a_missing_label_even_with_sample_weight_0(from_logits):
+    """The trap of issue 12: the example holding the NaN label is weighted
+    out, and Keras's BinaryCrossentropy still returns NaN (`0 * NaN`); torch
+    refuses probability targets outside [0, 1] outright."""
+    y_true = MISSING_TRUE[[0, 3]]
+    y_pred = MISSING_LOGITS[[0, 3]]
+    if not from_logits:
+        y_pred = np.array([[0.6, 0.999, 0.1], [0.5, 0.8, 0.3]], "float32")
+    sw = np.array([0.0, 1.0], "float32")
+    theirs = keras.losses.BinaryCrossentropy(from_logits=from_logits)
+    if BACKEND == "torch" and not from_logits:
+        with pytest.raises(RuntimeError, match="between 0 and 1"):
+            theirs(y_true, y_pred, sample_weight=sw)
+    else:
+        assert np.isnan(to_numpy(theirs(y_true, y_pred, sample_weight=sw)))
+    ours = StableSigmoidCrossEntropy(from_logits=from_logits)
+    out, (grad,) = vjp_all_modes(lambda p: ours(y_true, p, sample_weight=sw), [y_pred])
+    # The finite value of the other entries: Keras's number with the NaN
+    # replaced by any label (its example has weight 0 anyway).
+    filled = np.nan_to_num(y_true, nan=0.0)
+    assert_close(out, to_numpy(theirs(filled, y_pred, sample_weight=sw)))
+    assert np.isfinite(out)
+    assert_finite(grad)
+    np.testing.assert_array_equal(grad[0], 0.0)  # weight 0, NaN label included
+    assert np.all(grad[1] != 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_missing_labels_count_for_nothing(reduction, dtype):
+    """Value: the mean over the observed labels of each example, examples
+    without one left out of the reduction's count; the gradient of a
+    missing entry is exactly 0; eagerly and compiled, in every dtype."""
+    logits = MISSING_LOGITS
+    if dtype != "float32":
+        logits = logits.astype(NP_DTYPES[dtype]).astype("float32")
+    loss = StableSigmoidCrossEntropy(label_smoothing=0.1, reduction=reduction)
+    out, (grad,) = vjp_all_modes(
+        lambda p: loss(MISSING_TRUE, p, sample_weight=MISSING_SW),
+        [keras.ops.cast(logits, dtype)],
+        dtype=dtype,
+    )
+    per_example, valid, d_per_example = _ref_missing(MISSING_TRUE, logits, 0.1)
+    expected, d_value = _reduce_ref(per_example, valid, MISSING_SW, reduction)
+    assert_close(out, expected)  # float32 result, from logits exact in float32
+    assert_close(grad, d_per_example * d_value[:, None], dtype)
+    np.testing.assert_array_equal(grad[np.isnan(MISSING_TRUE)], 0.0)
+    assert np.all(grad[~np.isnan(MISSING_TRUE)] != 0)
+
+
+def test_missing_labels_from_probabilities():
+    probs = np.array(
+        [[0.6, 0.0, 0.1], [0.5, 1.0, 0.2], [0.5, 0.8, 1.0], [0.1, 0.9, 0.7]], "float32"
+    )
+    loss = StableSigmoidCrossEntropy(from_logits=False, reduction="none")
+    out, (grad,) = vjp_all_modes(lambda p: loss(MISSING_TRUE, p), [probs])
+    observed = ~np.isnan(MISSING_TRUE)
+    elementwise = reference.sigmoid_cross_entropy_from_probabilities(
+        np.nan_to_num(MISSING_TRUE), probs
+    )
+    per_example, _ = reference.mean_over_observed(
+        np.where(observed, elementwise, 0.0), MISSING_TRUE
+    )
+    assert_close(out, per_example)
+    assert_finite(grad)
+    np.testing.assert_array_equal(grad[~observed], 0.0)
+
+
+def test_an_example_without_labels_counts_for_nothing():
+    y_true = np.array([[np.nan, np.nan], [1.0, 0.0]], "float32")
+    logits = np.array([[3.0, -1e4], [0.5, -0.5]], "float32")
+    loss = StableSigmoidCrossEntropy()
+    out, (grad,) = vjp_all_modes(lambda p: loss(y_true, p), [logits])
+    assert_close(
+        out, to_numpy(keras.losses.BinaryCrossentropy(from_logits=True)(y_true[1:], logits[1:]))
+    )
+    np.testing.assert_array_equal(grad[0], 0.0)
+    assert_finite(grad)
+    # A batch without any label: 0, with a zero gradient.
+    nothing = np.full((2, 2), np.nan, "float32")
+    out, (grad,) = vjp_all_modes(lambda p: loss(nothing, p), [logits])
+    assert out == 0.0
+    np.testing.assert_array_equal(grad, 0.0)
+
+
+def test_missing_labels_on_other_axes_and_ranks():
+    rng = np.random.default_rng(7)
+    labels = rng.integers(0, 2, (3, 4, 2)).astype("float32")
+    labels[rng.random(labels.shape) < 0.3] = np.nan
+    labels[1, :, 0] = np.nan  # a slice along axis 1 with nothing observed
+    logits = rng.normal(size=(3, 4, 2)).astype("float32") * 3
+    loss = StableSigmoidCrossEntropy(axis=1, reduction="none")
+    out, (grad,) = vjp_all_modes(lambda p: loss(labels, p), [logits])
+    per_example, _, d_per_example = _ref_missing(labels, logits, axis=1)
+    assert_close(out, per_example)
+    assert_close(grad, d_per_example)
+    # (batch,) labels against (batch, 1) logits, and rank 1 on both sides.
+    flat = np.array([1.0, np.nan, 0.0], "float32")
+    column = np.array([[2.0], [-1e4], [0.5]], "float32")
+    for y_pred in (column, column[:, 0]):
+        out, (grad,) = vjp_all_modes(lambda p: StableSigmoidCrossEntropy()(flat, p), [y_pred])
+        expected = reference.sigmoid_cross_entropy(flat[[0, 2]], column[[0, 2], 0]).sum() / 2
+        assert_close(out, expected)
+        assert grad.reshape(-1)[1] == 0.0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_missing_labels_through_fit(mode):
+    """A multi-label model trained on partly missing labels: Keras's
+    BinaryCrossentropy turns the weights NaN, StableSigmoidCrossEntropy
+    trains."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 4)).astype("float32")
+    y = (x @ rng.normal(size=(4, 3)) > 0).astype("float32")
+    y[rng.random(y.shape) < 0.3] = np.nan
+
+    def train(loss):
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+        jit = mode == "compiled"
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss=loss, jit_compile=jit)
+        history = model.fit(x, y, batch_size=8, epochs=3, verbose=0)
+        return history.history["loss"], model.get_weights()
+
+    plain, weights = train(keras.losses.BinaryCrossentropy(from_logits=True))
+    assert np.isnan(plain[-1]) and np.isnan(weights[0]).any()
+    ours, weights = train(StableSigmoidCrossEntropy())
+    assert np.all(np.isfinite(ours)) and ours[-1] < ours[0]
+    assert all(np.isfinite(w).all() for w in weights)
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.3])
+def test_without_missing_labels_the_value_is_unchanged_bit_for_bit(label_smoothing):
+    """No NaN label: the number of 0.1.0's formula (Keras's mean over the
+    last axis, then the reduction), to the last bit. Eagerly for every
+    reduction; compiled for the per-example values - the reduced value of
+    0.1.0 was not stable there: XLA turned its division by the constant
+    batch size into a multiplication by the reciprocal (one ulp off the
+    eager value), where the count of labelled examples now divides it as
+    eagerly."""
+    labels, logits, sw = _data(5)
+
+    def before(y_true, y_pred, sample_weight, reduction):
+        s = label_smoothing
+        y_true = y_true * (1.0 - s) + 0.5 * s if s else y_true
+        values = keras.ops.mean(stable_ops.sigmoid_cross_entropy(y_true, y_pred), axis=-1)
+        return reduce_losses(values, sample_weight, reduction=reduction)
+
+    for reduction in REDUCTIONS:
+        loss = StableSigmoidCrossEntropy(label_smoothing=label_smoothing, reduction=reduction)
+        for weights in (None, sw):
+            args = [labels, logits] + ([] if weights is None else [weights])
+
+            def ours(y, p, w=None, loss=loss):
+                return loss(y, p, sample_weight=w)
+
+            def old(y, p, w=None, reduction=reduction):
+                return before(y, p, w, reduction)
+
+            what = f"{reduction}, weights={weights is not None}"
+            np.testing.assert_array_equal(value(ours, args), value(old, args), err_msg=what)
+            if reduction == "none":
+                for mode in MODES[1:]:
+                    np.testing.assert_array_equal(
+                        value(ours, args, mode), value(old, args, mode), err_msg=what
+                    )

@@ -132,3 +132,103 @@ def test_bad_arguments_raise():
         metrics.StableCrossEntropy().update_state(
             np.zeros((2, 3), "float32"), np.zeros((2, 4), "float32")
         )
+
+
+# --------------------------------------------------------------------------
+# Missing (NaN) labels: the masked regression metrics and the binary CE
+# --------------------------------------------------------------------------
+
+MASKED_METRICS = [
+    ("mse", metrics.MaskedMeanSquaredError, {}, reference.masked_squared_error),
+    ("mae", metrics.MaskedMeanAbsoluteError, {}, reference.masked_absolute_error),
+    ("huber", metrics.MaskedHuber, {"delta": 0.7}, lambda y, p: reference.masked_huber(y, p, 0.7)),
+]
+KERAS_METRICS = {
+    "mse": keras.metrics.MeanSquaredError,
+    "mae": keras.metrics.MeanAbsoluteError,
+}
+
+
+def _missing_regression_data(seed=4):
+    rng = np.random.default_rng(seed)
+    y_true = (rng.normal(size=(9, 3)) * 2).astype("float32")
+    y_true[rng.random((9, 3)) < 0.3] = np.nan
+    y_true[1] = np.nan  # an example without any label, in the first batch
+    y_true[0, 0] = 1.0
+    y_pred = (rng.normal(size=(9, 3)) * 2).astype("float32")
+    y_pred[1, 2] = 1e30  # under missing labels: counts for nothing
+    sw = rng.uniform(0.2, 2.0, size=9).astype("float32")
+    return y_true, y_pred, sw
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["no_sw", "sw"])
+@pytest.mark.parametrize(
+    "name, cls, kwargs, elementwise", MASKED_METRICS, ids=[m[0] for m in MASKED_METRICS]
+)
+def test_masked_regression_metrics_are_exact_across_batches(
+    name, cls, kwargs, elementwise, weighted
+):
+    """Streamed over two batches: the float64 value over the concatenated
+    data with the NaN labels dropped (each example's mean over its observed
+    labels, examples without one left out), weighted by `sample_weight`."""
+    y_true, y_pred, sw = _missing_regression_data()
+    sw = sw if weighted else None
+    m = cls(**kwargs)
+    per_example, valid = reference.mean_over_observed(elementwise(y_true, y_pred), y_true)
+    w = np.ones(len(y_true)) if sw is None else sw.astype("float64")
+    expected = np.sum(np.where(valid, per_example * w, 0.0)) / np.sum(w[valid])
+    assert_close(_result(m, _split((y_true, y_pred, sw), (4, 5))), expected)
+    assert_close(_result(m, [(y_true, y_pred, sw)]), expected)
+    # The loss's `mean_with_sample_weight` on the whole batch is the same number.
+    loss = m.loss_class(reduction="mean_with_sample_weight", **kwargs)
+    assert_close(to_numpy(loss(y_true, y_pred, sample_weight=sw)), expected)
+    m.reset_state()
+    assert to_numpy(m.result()) == 0.0
+    # A batch without any label leaves the result at 0, not NaN.
+    assert _result(m, [(np.full((2, 3), np.nan, "float32"), y_pred[:2])]) == 0.0
+    if name in KERAS_METRICS:
+        # Keras's metric is NaN from the first batch holding a NaN label on,
+        # and gives the same number without missing labels.
+        k = KERAS_METRICS[name]()
+        k.update_state(y_true, y_pred, sample_weight=sw)
+        assert np.isnan(to_numpy(k.result()))
+        complete = ~np.isnan(y_true).any(-1)
+        k = KERAS_METRICS[name]()
+        k.update_state(y_true[complete], y_pred[complete])
+        assert_close(_result(m, [(y_true[complete], y_pred[complete])]), to_numpy(k.result()))
+
+
+def test_binary_cross_entropy_skips_missing_labels_across_batches():
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 2, (8, 3)).astype("float32")
+    labels[rng.random((8, 3)) < 0.3] = np.nan
+    labels[5] = np.nan
+    logits = (rng.normal(size=(8, 3)) * 3).astype("float32")
+    sw = rng.uniform(0.2, 2.0, 8).astype("float32")
+    observed = ~np.isnan(labels)
+    elementwise = np.where(
+        observed, reference.sigmoid_cross_entropy(np.nan_to_num(labels), logits), 0.0
+    )
+    per_example, valid = reference.mean_over_observed(elementwise, labels)
+    expected = np.sum(np.where(valid, per_example * sw, 0.0)) / np.sum(sw[valid])
+    m = metrics.StableBinaryCrossEntropy()
+    assert_close(_result(m, _split((labels, logits, sw), (3, 5))), expected)
+    k = keras.metrics.BinaryCrossentropy(from_logits=True)
+    k.update_state(labels, logits, sample_weight=sw)
+    assert np.isnan(to_numpy(k.result()))
+
+
+def test_masked_regression_metrics_register_apart_from_their_losses():
+    for name in ("MaskedMeanSquaredError", "MaskedMeanAbsoluteError", "MaskedHuber"):
+        metric_cls = getattr(metrics, name)
+        assert keras.saving.get_registered_name(getattr(losses, name)) == f"keras_stable>{name}"
+        registered = keras.saving.get_registered_name(metric_cls)
+        assert registered == f"keras_stable>{name}Metric"
+        assert keras.saving.get_registered_object(registered) is metric_cls
+        metric = metric_cls()
+        assert metric.variables
+        for v in metric.variables:
+            assert v.aggregation == "sum", (metric.name, v.path)
+    with pytest.raises(ValueError, match="delta"):
+        metrics.MaskedHuber(delta=0.0)
+    assert metrics.MaskedHuber(delta=0.5).get_config()["delta"] == 0.5

@@ -1,0 +1,51 @@
+"""Mean squared error over the observed labels, as a metric."""
+
+from keras_stable import losses
+from keras_stable._serialization import register
+from keras_stable.metrics._base import LossMeanMetric
+
+
+@register(name="MaskedMeanSquaredErrorMetric")
+class MaskedMeanSquaredError(LossMeanMetric):
+    """The mean squared error over all batches seen, NaN labels skipped.
+
+    `result = sum_i w_i MSE_i / sum_i w_i`, where `MSE_i` is the per-example
+    loss of `keras_stable.losses.MaskedMeanSquaredError` (the mean of
+    `(y_true - y_pred)**2` over the observed entries of the last axis) and
+    `w_i` the sample weight (1 by default). NaN in `y_true` marks a missing
+    label, exactly as in the loss: it is left out of its example's mean,
+    and an example without any label is left out of the metric (it is not
+    averaged in as a 0); entries masked by the Keras mask of `y_pred` are
+    excluded too. The result after several batches is the result over
+    their concatenation. Without NaN labels this is
+    `keras.metrics.MeanSquaredError`.
+
+    Args:
+        name: optional name of the metric (registered as
+            `keras_stable>MaskedMeanSquaredErrorMetric`, distinct from the
+            loss).
+        dtype: dtype of the state and result, float32 by default.
+
+    Numerical stability:
+        As the loss: a NaN label never reaches the arithmetic (double
+        where), and an example with weight 0 contributes exactly 0. Keras's
+        `MeanSquaredError` metric is NaN from the first batch holding a NaN
+        label on. Computed in float32. Before any update, or with no label
+        seen, the result is 0.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras_stable
+    >>> m = keras_stable.metrics.MaskedMeanSquaredError()
+    >>> m.update_state(np.array([[1.0, np.nan]], "float32"), np.zeros((1, 2), "float32"))
+    >>> m.update_state(np.array([[np.nan, np.nan], [2.0, 4.0]], "float32"), np.zeros((2, 2), "float32"))
+    >>> print(float(m.result()))  # (1 + 10) / 2 examples with a label
+    5.5
+    """
+
+    loss_class = losses.MaskedMeanSquaredError
+    loss_args = ()
+
+    def __init__(self, name="masked_mean_squared_error", dtype=None):
+        super().__init__(name=name, dtype=dtype)
