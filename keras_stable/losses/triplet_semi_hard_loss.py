@@ -59,7 +59,9 @@ class TripletSemiHardLoss(StableLoss):
         A batch without a positive pair (all labels distinct) gives 0
         where TF Addons gives NaN (0/0); a batch with a single label gives
         0 (TF Addons: `margin + mean d(a, p)`). Computed in float32, with
-        static shapes (XLA-safe).
+        static shapes (XLA-safe); the mining sorts each anchor's distances
+        (memory `O(batch**2)`, gradient included) where TF Addons builds a
+        `[batch, batch, batch]` mask.
 
     Example:
 

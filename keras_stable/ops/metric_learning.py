@@ -16,8 +16,8 @@ from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
 from keras_stable.ops.geometry import pairwise_distance
-from keras_stable.ops.geometry import rescaled
 from keras_stable.ops.norms import l2_normalize
+from keras_stable.ops.norms import rescaled
 from keras_stable.ops.softmax import log_softmax
 
 DISTANCE_METRICS = ("L2", "squared-L2", "angular")
@@ -147,6 +147,55 @@ def _pair_masks(labels, present):
 # --- triplet losses ----------------------------------------------------------
 
 
+def _semihard_negatives(fixed, negative):
+    """The column of the semi-hard negative of each (anchor, positive) pair.
+
+    `fixed` holds the `[batch, batch]` distances (no gradient), `negative`
+    the negative mask. For the pair `(a, p)`: the closest negative `n` with
+    `d(a, n) > d(a, p)`, the lowest column among tied ones (as `argmin`),
+    or, if there is none, the farthest negative, the lowest column among
+    tied ones (as `argmax`). TF Addons compares every pair with every
+    negative, an `[anchor, positive, negative]` mask; here each anchor's
+    row is sorted once and each positive finds its place in it by a running
+    count, so nothing larger than `[batch, batch]` is built:
+
+    1. Each row is ordered by `(distance, kind, column)`, `kind` 0 for a
+       negative and 1 otherwise: a negative tied with a positive sorts
+       before it (it is not farther), tied negatives in column order. The
+       distances are sorted first, then the order is refined by a sort of
+       unique integer keys (tie run, kind, column), so that it does not
+       depend on the backend's sort being stable.
+    2. The negatives sorted before `p` are those with `d(a, n) <= d(a, p)`:
+       a running count along the sorted row, read back at `p`'s rank.
+    3. The negatives of the row in that order (a last sort): the semi-hard
+       negative of `(a, p)` is the one at that count, if the count is below
+       the number of negatives.
+    """
+    batch = ops.shape(fixed)[1]
+    is_negative = ops.cast(negative, "int32")
+    by_value = ops.cast(ops.argsort(fixed, axis=1), "int32")
+    sorted_values = ops.take_along_axis(fixed, by_value, axis=1)
+    # Tie runs along each sorted row: 0, 0, 1, 2, 2, ...
+    changed = ops.cast(ops.not_equal(sorted_values[:, 1:], sorted_values[:, :-1]), "int32")
+    run = ops.cumsum(ops.concatenate([ops.zeros_like(changed[:, :1]), changed], axis=1), axis=1)
+    kind = ops.take_along_axis(1 - is_negative, by_value, axis=1)
+    # Unique keys below 2 * batch**2 (int32: batch <= 32768).
+    key = (ops.cast(run, "int32") * 2 + kind) * batch + by_value
+    order = ops.take_along_axis(by_value, ops.cast(ops.argsort(key, axis=1), "int32"), axis=1)
+    rank = ops.cast(ops.argsort(order, axis=1), "int32")  # the inverse permutation
+    negative_sorted = ops.take_along_axis(is_negative, order, axis=1)
+    before = ops.cast(ops.cumsum(negative_sorted, axis=1), "int32") - negative_sorted
+    count = ops.take_along_axis(before, rank, axis=1)  # #{n: d(a, n) <= d(a, p)}
+    negatives = ops.argsort(ops.where(negative, rank, rank + batch), axis=1)
+    closest_outside = ops.take_along_axis(
+        ops.cast(negatives, "int32"), ops.minimum(count, batch - 1), axis=1
+    )
+    has_outside = ops.less(count, ops.sum(is_negative, axis=1, keepdims=True))
+    inf = ops.full_like(fixed, _INF)
+    farthest = ops.cast(ops.argmax(ops.where(negative, fixed, -inf), axis=1), "int32")
+    return ops.where(has_outside, closest_outside, ops.expand_dims(farthest, 1))
+
+
 def semihard_triplet_terms(labels, embeddings, margin=1.0, distance_metric="L2", present=None):
     """The semi-hard triplet loss of each (anchor, positive) pair.
 
@@ -155,7 +204,7 @@ def semihard_triplet_terms(labels, embeddings, margin=1.0, distance_metric="L2",
     the pair (TF Addons: the closest negative farther than `d(a, p)`, else
     the farthest negative), and `valid[a, p]` true for the pairs that count
     (same label, `a != p`, both present, `a` has a negative). `values` is 0
-    where not valid.
+    where not valid. Memory is `O(batch**2)`, in the gradient too.
     """
     margin = check_margin(margin)
     labels, embeddings = prepare_labels_and_embeddings(labels, embeddings)
@@ -163,18 +212,9 @@ def semihard_triplet_terms(labels, embeddings, margin=1.0, distance_metric="L2",
     dist = embedding_distances(embeddings, distance_metric)
     positive, negative = _pair_masks(labels, present)
     # The choice of the negative carries no gradient (the gradient flows
-    # into the chosen distance through `take_along_axis`), so the
-    # [anchor, positive, negative] comparison is computed without it.
-    fixed = ops.stop_gradient(dist)
-    d_an = ops.expand_dims(fixed, 1)  # [a, 1, n]
-    d_ap = ops.expand_dims(fixed, 2)  # [a, p, 1]
-    outside = ops.logical_and(ops.expand_dims(negative, 1), ops.greater(d_an, d_ap))
-    has_outside = ops.any(outside, axis=2)
-    inf = ops.full_like(fixed, _INF)
-    closest_outside = ops.argmin(ops.where(outside, d_an, ops.expand_dims(inf, 1)), axis=2)
-    farthest = ops.argmax(ops.where(negative, fixed, -inf), axis=1)
-    chosen = ops.where(has_outside, closest_outside, ops.expand_dims(farthest, 1))
-    d_neg = ops.take_along_axis(dist, ops.cast(chosen, "int32"), axis=1)
+    # into the chosen distance through `take_along_axis`).
+    chosen = _semihard_negatives(ops.stop_gradient(dist), negative)
+    d_neg = ops.take_along_axis(dist, chosen, axis=1)
     loss = ops.maximum(dist - d_neg + margin, 0.0)
     has_negative = ops.any(negative, axis=1, keepdims=True)
     valid = ops.logical_and(positive, has_negative)
@@ -256,8 +296,9 @@ def triplet_semihard_loss(labels, embeddings, margin=1.0, distance_metric="L2"):
         vector. A batch without any positive pair gives 0 (TF Addons:
         `0/0 = NaN`); a batch without negatives (a single label) gives 0
         (TF Addons: `margin + mean d(a, p)`, an artefact of its masked
-        maximum). Memory is `O(batch**3)` booleans for the mining, as in
-        TF Addons; the gradient needs `O(batch**2)`.
+        maximum). Memory is `O(batch**2)`, value and gradient: each
+        anchor's distances are sorted once, where TF Addons builds an
+        `O(batch**3)` mask.
 
     Example:
 

@@ -458,3 +458,55 @@ def test_bad_arguments_raise_naming_the_argument():
             nce(None, bad)
     with pytest.raises(ValueError, match="same shape"):
         losses.ContrastiveLoss()(np.zeros(4, "int32"), np.zeros(3, "float32"))
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+
+def _jaxpr_sizes(jaxpr):
+    """The element count of every value of a jaxpr: inputs, constants and
+    the outputs of every equation, sub-jaxprs (`pjit`, `cond`, `while`,
+    `scan`, custom derivatives) included."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr
+    for var in (*jaxpr.constvars, *jaxpr.invars):
+        yield int(np.prod(var.aval.shape))
+    for eqn in jaxpr.eqns:
+        for var in eqn.outvars:
+            yield int(np.prod(getattr(var.aval, "shape", ())))
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                if hasattr(getattr(sub, "jaxpr", sub), "eqns"):
+                    yield from _jaxpr_sizes(sub)
+
+
+@pytest.mark.jax
+def test_triplet_losses_need_quadratic_memory_in_value_and_gradient():
+    """No intermediate of the jitted value-and-gradient has `batch**3`
+    elements: semi-hard mining sorts each anchor's distances instead of
+    TF Addons' `[anchor, positive, negative]` mask."""
+    import jax
+
+    b, dim = 64, 8
+    labels, e = _batch(14, n=b, dim=dim, classes=5)
+    w = np.random.default_rng(15).uniform(0.0, 2.0, b).astype("float32")
+    w[:3] = 0.0
+
+    def largest(fn):
+        jaxpr = jax.make_jaxpr(jax.jit(jax.value_and_grad(fn)))(K.convert_to_tensor(e))
+        return max(_jaxpr_sizes(jaxpr))
+
+    def tfa_style(x):  # the cubic mask, to show the check sees it
+        d = ops.pairwise_distance(x)
+        negative = K.convert_to_tensor(labels[:, None] != labels[None, :])
+        outside = negative[:, None, :] & (d[:, None, :] > d[:, :, None])
+        return K.sum(K.min(K.where(outside, d[:, None, :], 1e9), axis=2))
+
+    assert largest(tfa_style) >= b**3
+    for metric in METRICS:
+        for fn in (
+            lambda x, m=metric: ops.triplet_semihard_loss(labels, x, 0.5, m),
+            lambda x, m=metric: ops.triplet_hard_loss(labels, x, 0.5, False, m),
+            lambda x, m=metric: losses.TripletSemiHardLoss(0.5, m)(labels, x, sample_weight=w),
+            lambda x, m=metric: losses.TripletHardLoss(0.5, True, m)(labels, x, sample_weight=w),
+        ):
+            assert largest(fn) < b**3
