@@ -9,7 +9,6 @@ from keras_stable.common.checks import check_axis
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
-from keras_stable.ops.geometry import rescaled
 
 
 @register
@@ -44,9 +43,9 @@ class StableCosineSimilarity(StableLoss):
         `-keras_stable.ops.cosine_similarity` (double where, no epsilon): a
         zero vector gives 0 and a gradient of exactly 0 with respect to it,
         every other input Keras's value (clipped to [-1, 1] against
-        round-off). A vector with entries above `2**50` or all below
-        `2**-50` is first divided by its largest magnitude (the cosine is
-        scale invariant), so `[0, 1e-30, 0]` has a finite gradient too.
+        round-off). Vectors whose norm or its square leaves the float32
+        range are rescaled by powers of two inside the op, so `[0, 1e-30,
+        0]` and `[1e30, 1e30, 0]` have their exact value and gradient too.
         Computed in float32, so float16 vectors with entries around 300
         (whose squares overflow float16) are exact too.
 
@@ -75,16 +74,9 @@ class StableCosineSimilarity(StableLoss):
         y_pred = to_float32(y_pred)
         y_true = ops.cast(ops.convert_to_tensor(y_true), y_pred.dtype)
         y_true, y_pred = align_ranks(y_true, y_pred, check=False)
-        # The cosine is scale invariant: `rescaled` only touches vectors
-        # with magnitudes outside [2**-50, 2**50], whose normalisation would
-        # otherwise underflow `||x||**2` in the gradient.
         rank = max(len(static_shape(y_true)), len(static_shape(y_pred)))
         check_axis(self.axis, rank)  # a ValueError before any reduction
-        cos = stable_ops.cosine_similarity(
-            rescaled(y_true, self.axis),
-            rescaled(y_pred, self.axis),
-            axis=self.axis,
-        )
+        cos = stable_ops.cosine_similarity(y_true, y_pred, axis=self.axis)
         return 0.0 - cos, None  # +0.0 (not -0.0) at a zero vector
 
     def get_config(self):

@@ -9,7 +9,9 @@ from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
+from keras_stable.ops.norms import moderate_scale
 from keras_stable.ops.norms import safe_sqrt
+from keras_stable.ops.norms import scaled_by
 
 # Features per step of the exact (forward-only) distance loop: the loop
 # holds one `[n, m, _CHUNK]` block at a time, never `[n, m, dim]`.
@@ -25,55 +27,6 @@ def _check_rows(x, name):
     if shape[1] is None:
         raise ValueError(f"`{name}` needs a static number of features, got {name}.shape={shape}.")
     return shape
-
-
-# Squares of magnitudes in [2**-50, 2**50] are normal float32 numbers whose
-# sums cannot overflow; inputs in that range are not scaled at all (so their
-# results carry no scaling round-off), others are scaled into it.
-_LARGE = 2.0**50
-_SMALL = 2.0**-50
-
-
-def moderate_scale(largest):
-    """A scale (no gradient) bringing magnitudes up to `largest` into range.
-
-    1 where `largest` is already moderate (or 0, or not finite), else
-    `largest` itself.
-    """
-    out_of_range = ops.logical_or(
-        ops.greater(largest, _LARGE),
-        ops.logical_and(ops.less(largest, _SMALL), ops.greater(largest, 0)),
-    )
-    usable = ops.logical_and(out_of_range, ops.isfinite(largest))
-    return ops.stop_gradient(ops.where(usable, largest, ops.ones_like(largest)))
-
-
-def scaled_by(x, scale):
-    """`x / scale` for a positive finite `scale`, as `(x * r) * r`.
-
-    `r = 1 / sqrt(scale)` is a normal number for every finite positive
-    float32 scale, whereas `1 / scale` is subnormal above ~8.5e37, and XLA
-    on CPU (which divides by multiplying with the reciprocal) flushes
-    subnormals to 0: `3e38 / 3e38` gives 0 there.
-    """
-    r = 1.0 / ops.sqrt(scale)
-    return (x * r) * r
-
-
-def rescaled(x, axis=-1):
-    """`x` over a per-vector constant that brings its magnitudes into range.
-
-    For scale-invariant functions of a vector (normalisation, cosine): a
-    vector whose largest magnitude lies outside `[2**-50, 2**50]` is divided
-    by that magnitude (a constant without gradient); every other vector is
-    returned as it is, bit for bit. The derivative of `x / ||x||` involves
-    `1 / ||x||**2`, which underflows to `1/0` for `||x|| < 1e-19` and gives
-    NaN gradients on JAX (`[0, 1e-30]` included) although the true
-    gradient, `1e30`, is a float32 number.
-    """
-    abs_x = ops.where(ops.isfinite(x), ops.abs(x), ops.zeros_like(x))
-    scale = moderate_scale(ops.max(abs_x, axis=axis, keepdims=True))
-    return scaled_by(x, scale)
 
 
 def _centre_and_scale(z):

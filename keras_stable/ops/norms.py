@@ -15,6 +15,54 @@ from keras_stable.ops import _kernels
 from keras_stable.ops._vector_norms import _norm_kind
 from keras_stable.ops._vector_norms import _vector_norm
 
+# Squares of magnitudes in [2**-50, 2**50] are normal float32 numbers whose
+# sums cannot overflow; inputs in that range are not scaled at all (so their
+# results carry no scaling round-off), others are scaled into it.
+_LARGE = 2.0**50
+_SMALL = 2.0**-50
+
+
+def moderate_scale(largest):
+    """A scale (no gradient) bringing magnitudes up to `largest` into range.
+
+    1 where `largest` is already moderate (or 0, or not finite), else
+    `largest` itself.
+    """
+    out_of_range = ops.logical_or(
+        ops.greater(largest, _LARGE),
+        ops.logical_and(ops.less(largest, _SMALL), ops.greater(largest, 0)),
+    )
+    usable = ops.logical_and(out_of_range, ops.isfinite(largest))
+    return ops.stop_gradient(ops.where(usable, largest, ops.ones_like(largest)))
+
+
+def scaled_by(x, scale):
+    """`x / scale` for a positive finite `scale`, as `(x * r) * r`.
+
+    `r = 1 / sqrt(scale)` is a normal number for every finite positive
+    float32 scale, whereas `1 / scale` is subnormal above ~8.5e37, and XLA
+    on CPU (which divides by multiplying with the reciprocal) flushes
+    subnormals to 0: `3e38 / 3e38` gives 0 there.
+    """
+    r = 1.0 / ops.sqrt(scale)
+    return (x * r) * r
+
+
+def rescaled(x, axis=-1):
+    """`x` over a per-vector constant that brings its magnitudes into range.
+
+    For scale-invariant functions of a vector (normalisation, cosine): a
+    vector whose largest magnitude lies outside `[2**-50, 2**50]` is divided
+    by that magnitude (a constant without gradient); every other vector is
+    returned as it is, bit for bit. The derivative of `x / ||x||` involves
+    `1 / ||x||**2`, which underflows to `1/0` for `||x|| < 1e-19` and gives
+    NaN gradients on JAX (`[0, 1e-30]` included) although the true
+    gradient, `1e30`, is a float32 number.
+    """
+    abs_x = ops.where(ops.isfinite(x), ops.abs(x), ops.zeros_like(x))
+    scale = moderate_scale(ops.max(abs_x, axis=axis, keepdims=True))
+    return scaled_by(x, scale)
+
 
 def safe_sqrt(x):
     """Square root that is exact for `x > 0` and 0, with gradient 0, elsewhere.
@@ -366,7 +414,11 @@ def cosine_similarity(x1, x2, axis=-1):
 def _reference_cosine_similarity(x1, x2, axis):
     """The portable `cosine_similarity` of two float tensors of one shape,
     plain autodiff: the fallback and the reference of
-    `_kernels.cosine_kernel`."""
-    u1 = l2_normalize(x1, axis=axis)
-    u2 = l2_normalize(x2, axis=axis)
+    `_kernels.cosine_kernel`. Vectors out of the moderate range are first
+    divided by their largest magnitude (`rescaled`: the cosine is scale
+    invariant), so that the derivative of `x / ||x||`, which involves
+    `1 / ||x||**2`, does not underflow; the kernel's own rescue does this
+    exactly."""
+    u1 = l2_normalize(rescaled(x1, axis), axis=axis)
+    u2 = l2_normalize(rescaled(x2, axis), axis=axis)
     return ops.clip(ops.sum(u1 * u2, axis=axis), -1.0, 1.0)
