@@ -698,6 +698,9 @@ HVP_OPS = {
     "softmax": lambda a, m: ops.softmax(a, mask=m),
     "log_softmax": lambda a, m: ops.log_softmax(a, mask=m),
     "logsumexp": lambda a, m: ops.logsumexp(a, axis=-1, mask=m),
+    "softmax_cross_entropy": lambda a, m: ops.softmax_cross_entropy(
+        keras.ops.softmax(keras.ops.flip(a, axis=0)), a, mask=m, label_smoothing=0.1
+    ),
 }
 
 
