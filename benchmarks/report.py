@@ -14,7 +14,8 @@ import time
 BEGIN = "<!-- BEGIN BENCHMARK TABLE -->"
 END = "<!-- END BENCHMARK TABLE -->"
 
-# Targets for keras_stable / built-in, checked on compiled (XLA) rows.
+# Targets for keras_stable / built-in, checked on compiled (XLA) rows;
+# torch eager rows of the same groups have one target, TORCH_TARGET.
 TARGETS = {
     "cross_entropy": 1.0,
     "norm": 1.05,
@@ -22,6 +23,9 @@ TARGETS = {
     "regression": 1.05,
     "geometry": 1.05,
 }
+
+
+TORCH_TARGET = 1.10
 
 
 def _mb(b):
@@ -50,7 +54,8 @@ def markdown(all_results, opts):
         " forward + backward; times are medians, `ratio` is the median of the"
         " per-round ratios keras_stable / built-in (below 1 = keras_stable is"
         " faster). Memory: TF, measured peak minus current bytes around one"
-        " call; JAX, XLA's compiled temp + output bytes (`memory_analysis()`)."
+        " call; JAX, XLA's compiled temp + output bytes (`memory_analysis()`);"
+        " torch, the CUDA allocator's peak (n/a on the CPU)."
     )
     lines.append("")
     lines.append(
@@ -71,8 +76,10 @@ def markdown(all_results, opts):
                 continue
             o = ours[(r["case"], r["size"], r["dtype"], r["mode"])]
             target = TARGETS.get(r["group"])
+            if target is not None and r["mode"] == "eager":
+                target = TORCH_TARGET
             status = ""
-            if target is not None and _is_compiled(r["mode"]):
+            if target is not None and (_is_compiled(r["mode"]) or r["mode"] == "eager"):
                 ok_t = r["ratio"] <= target
                 extra = (
                     None

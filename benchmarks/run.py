@@ -14,6 +14,7 @@ Modes:
     TensorFlow backend: `graph` (`tf.function`) and `xla`
     (`tf.function(jit_compile=True)`).
     JAX backend: `jit` (`jax.jit`).
+    PyTorch backend: `eager` (autograd, no compilation).
 
 Memory:
     TensorFlow: peak minus current bytes of `tf.config.experimental.
@@ -22,6 +23,8 @@ Memory:
     JAX: XLA's buffer assignment of the compiled step, `memory_analysis()`:
     temporary plus output bytes (what the call allocates beyond its inputs).
     A static figure, exact for XLA's allocation plan, not a measured peak.
+    PyTorch: the CUDA allocator's peak minus current bytes around one call;
+    n/a on the CPU, which keeps no allocator statistics.
 
 Usage:
     python benchmarks/run.py --quick                 # < 2 min, TF and JAX
@@ -51,7 +54,7 @@ from timing import BACKENDS
 from timing import MODES
 from timing import run_backend
 
-_BACKEND_MODULE = {"tensorflow": "tensorflow", "jax": "jax"}
+_BACKEND_MODULE = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
 
 
 def parse_args(argv):
@@ -62,7 +65,9 @@ def parse_args(argv):
         choices=("all",) + BACKENDS,
         help="'all' re-runs this script once per backend",
     )
-    p.add_argument("--modes", default=None, help="comma list among graph,xla (TF) and jit (JAX)")
+    p.add_argument(
+        "--modes", default=None, help="comma list among graph,xla (TF), jit (JAX) and eager (torch)"
+    )
     p.add_argument("--sizes", default=None, help="comma list of S,M,L")
     p.add_argument("--dtypes", default="float32", help="comma list, e.g. float32,bfloat16,float16")
     p.add_argument(
@@ -79,7 +84,7 @@ def parse_args(argv):
     p.add_argument(
         "--quick",
         action="store_true",
-        help="size S, compiled modes (xla, jit), few rounds: under two minutes on 2 CPU cores",
+        help="size S, compiled modes (xla, jit) and torch eager, few rounds",
     )
     p.add_argument(
         "--out",
@@ -101,7 +106,7 @@ def parse_args(argv):
         opts.warmup = min(opts.warmup, 1)
     modes = {b: MODES[b] for b in BACKENDS}
     if opts.quick and not opts.modes:
-        opts.modes = "xla,jit"
+        opts.modes = "xla,jit,eager"
     if opts.modes:
         wanted = {x.strip() for x in opts.modes.split(",")}
         modes = {b: tuple(x for x in ms if x in wanted) for b, ms in modes.items()}

@@ -18,8 +18,8 @@ import time
 import numpy as np
 from cases import cases
 
-BACKENDS = ("tensorflow", "jax")
-MODES = {"tensorflow": ("graph", "xla"), "jax": ("jit",)}
+BACKENDS = ("tensorflow", "jax", "torch")
+MODES = {"tensorflow": ("graph", "xla"), "jax": ("jit",), "torch": ("eager",)}
 
 
 class Modules:
@@ -45,6 +45,10 @@ def _import_backend(backend):
         import jax
 
         m.jax = jax
+    if backend == "torch":
+        import torch
+
+        m.torch = torch
     return m
 
 
@@ -52,6 +56,8 @@ def _device(m):
     if m.backend == "tensorflow":
         gpus = m.tf.config.list_physical_devices("GPU")
         return "GPU:0" if gpus else "CPU:0"
+    if m.backend == "torch":
+        return "cuda:0" if m.torch.cuda.is_available() else "cpu"
     return str(m.jax.devices()[0]).replace(" ", "")
 
 
@@ -87,6 +93,21 @@ class Step:
             res = self.fn(self.cot, *args)
             res[0].numpy()
             self.compile_s = time.perf_counter() - t0
+        elif m.backend == "torch":
+            torch = m.torch
+
+            def step(cot, *args):
+                args = list(args)
+                x = args[diff].detach().requires_grad_(True)
+                args[diff] = x
+                obj = (fn(*args).float() * cot).sum()
+                (grad,) = torch.autograd.grad(obj, x)
+                return obj.detach(), grad
+
+            self.fn = step
+            t0 = time.perf_counter()
+            self()
+            self.compile_s = time.perf_counter() - t0  # eager: the first call
         else:
             jax = m.jax
 
@@ -124,11 +145,23 @@ class Step:
         res = self.fn(self.cot, *self.args)
         if self.m.backend == "tensorflow":
             res[0].numpy()
+        elif self.m.backend == "torch":
+            res[0].item()  # waits for the device
         else:
             self.m.jax.block_until_ready(res)
         return res
 
     def measure_memory(self, device):
+        if self.m.backend == "torch":
+            # Only CUDA keeps allocator statistics; on the CPU: n/a.
+            torch = self.m.torch
+            if torch.cuda.is_available():
+                before = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
+                res = self()
+                self.memory_bytes = torch.cuda.max_memory_allocated() - before
+                del res
+            return
         if self.m.backend != "tensorflow":
             return
         tf = self.m.tf
@@ -219,6 +252,8 @@ def _versions(m):
     v = {"keras": m.keras.__version__}
     if m.backend == "tensorflow":
         v["tensorflow"] = m.tf.__version__
+    elif m.backend == "torch":
+        v["torch"] = m.torch.__version__
     else:
         v["jax"] = m.jax.__version__
     return v
