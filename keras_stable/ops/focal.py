@@ -19,6 +19,7 @@ from keras_stable.common.checks import prepare_mask
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
+from keras_stable.common.dtypes import to_compute
 from keras_stable.ops.cross_entropy import _SMALLEST_NORMAL
 from keras_stable.ops.cross_entropy import sigmoid_log_probabilities
 from keras_stable.ops.cross_entropy import softmax_scores
@@ -55,6 +56,24 @@ def _focal_factor(log1m_p, gamma):
     if gamma == 0.0:
         return None
     return ops.exp(gamma * log1m_p)
+
+
+def _power(u, gamma, dtype):
+    """`u ** gamma` for `u` in [0, 1] and `gamma > 0`, with a finite gradient.
+
+    A small integer power is a product: exact, and smooth at `u = 0`. Any
+    other is `exp(gamma log(u))`, with `u` clamped at the smallest normal
+    number: `d/du u**gamma` is infinite at `u = 0` for `gamma < 1`. The
+    focal losses multiply the power by a cross-entropy that is itself
+    below the smallest normal number where `u` is (for any label that is
+    not a denormal number itself), so the clamp changes no normal value.
+    """
+    if gamma == int(gamma) and gamma <= 4:
+        out = u
+        for _ in range(int(gamma) - 1):
+            out = out * u
+        return out
+    return ops.exp(gamma * ops.log(ops.maximum(u, _SMALLEST_NORMAL[dtype])))
 
 
 def sigmoid_focal_cross_entropy(labels, logits, gamma=2.0, alpha=None, from_logits=True):
@@ -107,22 +126,53 @@ def sigmoid_focal_cross_entropy(labels, logits, gamma=2.0, alpha=None, from_logi
     alpha = check_alpha(alpha)
     warn_if_probabilities(logits, from_logits, "sigmoid_focal_cross_entropy")
     labels = ops.convert_to_tensor(labels)
-    log_p, log_q, out_dtype = sigmoid_log_probabilities(logits, from_logits)
-    check_same_shape(labels, log_p, "labels", "logits")
-    compute = compute_dtype_of(dtype_of(log_p), dtype_of(labels))
-    labels = ops.cast(labels, compute)
-    log_p, log_q = ops.cast(log_p, compute), ops.cast(log_q, compute)
-    loss = -(labels * log_p + (1.0 - labels) * log_q)
-    # 1 - p_t = y (1 - p) + (1 - y) p.
-    factor = _focal_factor(_log_mix(labels, log_q, log_p), gamma)
-    if factor is not None:
-        loss = factor * loss
+    if from_logits:
+        x, out_dtype = to_compute(logits)
+        check_same_shape(labels, x, "labels", "logits")
+        compute = compute_dtype_of(dtype_of(x), dtype_of(labels))
+        labels = ops.cast(labels, compute)
+        loss = _sigmoid_focal_from_logits(labels, ops.cast(x, compute), gamma)
+    else:
+        log_p, log_q, out_dtype = sigmoid_log_probabilities(logits, from_logits)
+        check_same_shape(labels, log_p, "labels", "logits")
+        compute = compute_dtype_of(dtype_of(log_p), dtype_of(labels))
+        labels = ops.cast(labels, compute)
+        log_p, log_q = ops.cast(log_p, compute), ops.cast(log_q, compute)
+        loss = -(labels * log_p + (1.0 - labels) * log_q)
+        # 1 - p_t = y (1 - p) + (1 - y) p.
+        factor = _focal_factor(_log_mix(labels, log_q, log_p), gamma)
+        if factor is not None:
+            loss = factor * loss
     if alpha is not None:
         loss = (labels * alpha + (1.0 - labels) * (1.0 - alpha)) * loss
     # p_t is a probability only for labels in [0, 1]: NaN outside (and NaN).
     in_range = ops.logical_and(ops.greater_equal(labels, 0), ops.less_equal(labels, 1))
     loss = ops.where(in_range, loss, ops.full_like(loss, float("nan")))
     return ops.cast(loss, out_dtype)
+
+
+def _sigmoid_focal_from_logits(labels, x, gamma):
+    """`(1 - p_t)**gamma CE` from logits, with one sigmoid and one `log1p`.
+
+    With `t = |x|`, `q = sigmoid(-t)` (the smaller of `p` and `1 - p`, exact
+    down to underflow) and `a` the label weight of the larger one (`1 - y`
+    for `x >= 0`, `y` below): `CE = a t - log1p(-q)` and
+    `1 - p_t = a (1 - q) + (1 - a) q`, a sum of non-negative terms (no
+    cancellation). Both are identities in `x` on either side of 0 (only
+    which one is exact changes), so the gradient at `x = 0` is the true
+    one. One transcendental pair (`sigmoid`, `log1p`) instead of two
+    log-sigmoids and a log-sum-exp: under XLA the loss and its gradient
+    take a few fused passes.
+    """
+    nonnegative = ops.cast(ops.greater_equal(x, 0), dtype_of(x))
+    t = x * (2.0 * nonnegative - 1.0)
+    a = labels + nonnegative * (1.0 - 2.0 * labels)
+    q = ops.sigmoid(-t)
+    loss = a * t - ops.log1p(-q)
+    if gamma == 0.0:
+        return loss
+    one_minus_pt = a * (1.0 - q) + (1.0 - a) * q
+    return _power(one_minus_pt, gamma, dtype_of(x)) * loss
 
 
 def _class_weights(alpha, rank, axis, num_classes, dtype):

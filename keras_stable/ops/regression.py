@@ -126,28 +126,21 @@ def _scaled_error(diff, log_variance, compute):
     exponent keeps `f` normal for `|log_variance|` up to ~347 in float32,
     where `diff**2` alone overflows past 1.8e19 and `exp(-log_variance)`
     past 88, and multiplying by `f` twice loses nothing to an intermediate
-    overflow when the result is representable. Beyond (float64's larger
-    exponents), `|r| = exp(log|diff| - log_variance / 2)`. `diff = 0` gives
-    exactly 0. Both branches are guarded by double wheres, so the branch not
-    taken feeds no `0 * inf` into the gradient.
+    overflow when the result is representable. Beyond that range nothing
+    is left to compute: above it `r**2` is below the smallest normal number
+    for every finite `diff` (`(3.4e38)**2 * exp(-347) = 2e-74` in float32),
+    below it `r**2` overflows for every nonzero `diff` (the smallest
+    denormal gives `2e-90 * exp(352) = 3e63`), and the same holds in
+    float64. So the exponent is clamped to the range (its gradient is 0
+    outside): `f` stays finite, `diff = 0` gives exactly 0 with a zero
+    gradient, and no `0 * inf` reaches the gradient.
     """
-    quarter = -0.25 * log_variance
     info = np.finfo(compute)
     # Where exp(quarter) is a normal, finite number (with half a unit of margin).
-    in_range = ops.logical_and(
-        ops.greater(quarter, math.log(float(info.tiny)) + 0.5),
-        ops.less(quarter, math.log(float(info.max)) - 0.5),
-    )
-    # The exponent itself is guarded: an overflowed exp would give
-    # 0 * inf = NaN in the gradient of the branch not taken.
-    f = ops.exp(ops.where(in_range, quarter, ops.zeros_like(quarter)))
-    direct = (diff * f) * f
-    use_log = ops.logical_and(ops.logical_not(in_range), ops.not_equal(diff, 0))
-    abs_diff = ops.abs(ops.where(use_log, diff, ops.ones_like(diff)))
-    exponent = ops.where(use_log, ops.log(abs_diff) + 2.0 * quarter, ops.zeros_like(quarter))
-    by_log = ops.exp(exponent)
-    zeros = ops.zeros_like(direct)
-    return ops.where(in_range, direct, ops.where(use_log, by_log, zeros))
+    low = math.log(float(info.tiny)) + 0.5
+    high = math.log(float(info.max)) - 0.5
+    f = ops.exp(ops.clip(-0.25 * log_variance, low, high))
+    return (diff * f) * f
 
 
 def gaussian_nll(labels, mean, log_variance, full=False):
@@ -172,7 +165,8 @@ def gaussian_nll(labels, mean, log_variance, full=False):
     Numerical stability:
         The squared error is scaled as `(diff * f * f)**2` with
         `f = exp(-log_variance / 4)` (normal in float32 for `|log_variance|`
-        up to ~347; beyond, it is computed in log space); an exact fit
+        up to ~347; beyond, the scaled error underflows to 0 or overflows
+        to `inf` for every nonzero `diff`, and `f` is clamped); an exact fit
         (`diff = 0`) gives 0 for any `log_variance`. So the value is exact
         and finite for every finite `log_variance` wherever the true value
         is representable: at
