@@ -7,6 +7,7 @@ checks of shapes run on static shapes at the first call.
 
 import numbers
 
+import numpy as np
 from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
@@ -212,6 +213,31 @@ def _check_unit(value, name, per_class):
     if not 0.0 <= value <= 1.0:
         raise ValueError(f"`{name}` must be in [0, 1], got {name}={value}.")
     return value
+
+
+def check_unit_interval_labels(labels, name="y_true"):
+    """Labels given as host data (NumPy arrays, Python numbers or lists) must
+    lie in [0, 1], NaN (a missing label) aside: a `ValueError` naming
+    `name`, the shape and the offending range otherwise.
+
+    Tensors are not checked: reading them would cost a device
+    synchronisation on every eager step, and a compiled function cannot
+    raise on values. Returns `labels` unchanged.
+    """
+    if not isinstance(labels, (np.ndarray, np.generic, numbers.Real, list, tuple)):
+        return labels
+    values = np.asarray(labels)
+    if values.dtype.kind not in "biuf":
+        return labels
+    values = values.astype("float64")
+    bad = (values < 0) | (values > 1)
+    if bad.any():
+        raise ValueError(
+            f"`{name}` must hold labels in [0, 1] (NaN marks a missing label), got "
+            f"values from {values[bad].min()} to {values[bad].max()} outside it in "
+            f"{name} of shape {values.shape}."
+        )
+    return labels
 
 
 def align_ranks(y_true, y_pred, what="y_pred", check=True):

@@ -9,6 +9,7 @@ from keras_stable._serialization import register
 from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_label_smoothing
+from keras_stable.common.checks import check_unit_interval_labels
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
@@ -40,10 +41,13 @@ def _binary_losses_and_valid(elementwise, y_true, y_pred, label_smoothing, axis)
     there are finite, and the select gives the entry exactly 0 and a zero
     gradient (`0 * NaN` or a single `where` would leak NaN into both). The
     mean over `axis` counts the observed entries only; an example with none
-    is left out of the reduction (`valid`).
+    is left out of the reduction (`valid`). Labels given as NumPy data must
+    lie in [0, 1] (a `ValueError` otherwise; tensors are not read).
     """
+    given = y_true
     y_true = ops.cast(ops.convert_to_tensor(y_true), "float32")
     y_true, y_pred = _same_rank(y_true, to_float32(y_pred))
+    check_unit_interval_labels(given, "y_true")  # after the shape check
     observed = ops.logical_not(ops.isnan(y_true))
     y_true = ops.where(observed, y_true, ops.zeros_like(y_true))
     if label_smoothing:

@@ -6,6 +6,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from keras_stable import losses
+from keras_stable import metrics
 from keras_stable import ops as stable_ops
 from keras_stable.common.reduction import reduce_losses
 from keras_stable.losses import StableSigmoidCrossEntropy
@@ -312,3 +314,23 @@ def test_without_missing_labels_the_value_is_unchanged_bit_for_bit(label_smoothi
                     np.testing.assert_array_equal(
                         value(ours, args, mode), value(old, args, mode), err_msg=what
                     )
+
+
+@pytest.mark.parametrize(
+    "cls", [losses.StableSigmoidCrossEntropy, losses.StableSigmoidFocalCrossEntropy]
+)
+def test_labels_outside_the_unit_interval_raise(cls):
+    """Binary labels must lie in [0, 1]: NumPy labels outside it are a
+    `ValueError` naming `y_true`, its shape and the bad range (tensors are
+    not read: a compiled step cannot raise on values); NaN (a missing
+    label) is allowed."""
+    logits = np.zeros((2, 3), "float32")
+    with pytest.raises(ValueError, match=r"`y_true` must hold labels in \[0, 1\].*2\.0.*\(2, 3\)"):
+        cls()(np.array([[0.0, 1.0, 2.0], [0.0, 0.5, 1.0]], "float32"), logits)
+    with pytest.raises(ValueError, match=r"from -1\.0 to -1\.0"):
+        cls()([[0.0, 1.0, -1.0], [0.0, 0.5, 1.0]], logits)
+    value = cls()(np.array([[0.0, np.nan, 1.0], [0.0, 0.5, 1.0]], "float32"), logits)
+    assert np.isfinite(to_numpy(value))
+    metric = metrics.StableBinaryCrossEntropy()
+    with pytest.raises(ValueError, match=r"`y_true` must hold labels in \[0, 1\]"):
+        metric.update_state(np.array([[3.0, 0.0, 0.0]], "float32"), logits[:1])
