@@ -374,6 +374,43 @@ def test_softmax_family_tuple_axes(axis, mode, dtype):
         _assert_same(fused, reference, dtype, f"{name} axis={axis} {dtype} {mode}")
 
 
+# Rows without a NaN, `+inf` or empty slice (and a mask that leaves
+# something in every row): the grids on which the native PyTorch kernels
+# run their fast paths (the grids above send them to the `keras.ops`
+# kernels: one such row anywhere does).
+FINITE_SOFTMAX_ROWS = [0, 2, 3, 7]
+FINITE_NORM_ROWS = [0, 1, 2, 10]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", MODES)
+def test_kernels_on_rows_without_special_slices(dtype, mode):
+    x = _tensor(SOFTMAX_ROWS[FINITE_SOFTMAX_ROWS], dtype)
+    finite = _tensor(SOFTMAX_ROWS[[2, 3, 7]], dtype)
+    y = _tensor(CE_LABELS[[2, 3, 7]], dtype)
+    m = keras.ops.convert_to_tensor(SOFTMAX_MASK[[0, 3, 4, 7]])
+    n = _tensor(NORM_ROWS[FINITE_NORM_ROWS], dtype)
+    for name, op, args, wrt in (
+        ("softmax", lambda a: ops.softmax(a), [x], (0,)),
+        ("softmax(mask)", lambda a: ops.softmax(a, mask=m), [x], (0,)),
+        ("log_softmax", lambda a: ops.log_softmax(a), [x], (0,)),
+        ("log_softmax(mask)", lambda a: ops.log_softmax(a, mask=m), [x], (0,)),
+        ("logsumexp", lambda a: ops.logsumexp(a, axis=-1), [x], (0,)),
+        ("softmax_cross_entropy", ops.softmax_cross_entropy, [y, finite], (0, 1)),
+        ("safe_norm", lambda a: ops.safe_norm(a, axis=-1), [n], (0,)),
+        ("l2_normalize", lambda a: ops.l2_normalize(a), [n], (0,)),
+        (
+            "cosine_similarity",
+            lambda a: ops.cosine_similarity(a, keras.ops.flip(a, axis=0)),
+            [n],
+            (0,),
+        ),
+    ):
+        cot = _cotangent(op, args, dtype)
+        fused, reference = _both(op, args, wrt, cot, mode)
+        _assert_same(fused, reference, dtype, f"{name} {dtype} {mode}")
+
+
 KERNEL_CASE_PREFIXES = (
     "safe_norm",
     "l2_normalize",
