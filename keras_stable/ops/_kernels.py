@@ -827,3 +827,31 @@ def _torch_softmax_cross_entropy(axis, mask):
         return [d_labels, d_x]
 
     return forward, backward
+
+
+def native_sparse_cross_entropy(labels, x, axis, ignore_class):
+    """`sparse_softmax_cross_entropy`'s value (`logsumexp(x) - x[label]`, 0
+    for `ignore_class`) by `torch.nn.functional.cross_entropy`, torch's
+    fused forward and backward, where it gives exactly that: PyTorch
+    eager, float32/float64 logits all finite (no mask: the caller checks),
+    every label in range or `ignore_class`. None otherwise (other
+    backends, tracing, `-inf` logits, out-of-range labels), and the
+    portable formulation runs instead. Two host syncs (the checks)."""
+    if torch is None or x.is_meta or torch.compiler.is_compiling():
+        return None
+    if x.dtype not in (torch.float32, torch.float64) or x.ndim == 0:
+        return None
+    lowest, highest = torch.aminmax(x)
+    if not bool(torch.isfinite(lowest) & torch.isfinite(highest)):
+        return None
+    labels = labels.long()
+    ok = (labels >= 0) & (labels < x.shape[axis])
+    if ignore_class is not None:
+        ok |= labels == ignore_class
+    if not bool(torch.all(ok)):
+        return None
+    # Labels in range are never negative: -100 matches none of them.
+    ignore_index = -100 if ignore_class is None else int(ignore_class)
+    if x.ndim > 1:
+        x = torch.movedim(x, axis, 1)
+    return torch.nn.functional.cross_entropy(x, labels, reduction="none", ignore_index=ignore_index)

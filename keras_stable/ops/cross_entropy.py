@@ -359,6 +359,11 @@ def sparse_softmax_cross_entropy(
         )
     ignore_class = check_ignore_class(ignore_class)
     mask = prepare_mask(mask, logits)
+    if mask is None and _kernels.kernels_enabled():
+        # PyTorch: torch's fused cross-entropy where it gives these values.
+        loss = _kernels.native_sparse_cross_entropy(labels, logits, axis, ignore_class)
+        if loss is not None:
+            return ops.cast(loss, out_dtype)
     num_classes = static_shape(logits)[axis]
 
     valid, z, total, _ = shifted_logits(logits, axis, mask)
