@@ -855,3 +855,18 @@ def native_sparse_cross_entropy(labels, x, axis, ignore_class):
     if x.ndim > 1:
         x = torch.movedim(x, axis, 1)
     return torch.nn.functional.cross_entropy(x, labels, reduction="none", ignore_index=ignore_index)
+
+
+def native_sigmoid_cross_entropy(labels, x):
+    """`sigmoid_cross_entropy`'s value from logits (`max(x, 0) - x y +
+    log1p(exp(-|x|))`, gradient `sigmoid(x) - y`) by torch's fused
+    `binary_cross_entropy_with_logits`, where it gives exactly that:
+    PyTorch eager, float32/float64, every logit finite (one host sync).
+    None otherwise, and the portable formulation runs instead."""
+    if torch is None or x.is_meta or torch.compiler.is_compiling():
+        return None
+    if x.dtype not in (torch.float32, torch.float64) or labels.dtype != x.dtype:
+        return None
+    if not bool(torch.all(torch.isfinite(x))):
+        return None
+    return torch.nn.functional.binary_cross_entropy_with_logits(x, labels, reduction="none")

@@ -442,6 +442,11 @@ def sigmoid_cross_entropy(labels, logits, from_logits=True):
     compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
     logits = ops.cast(logits, compute)
     labels = ops.cast(labels, compute)
+    if _kernels.kernels_enabled():
+        # PyTorch: torch's fused form where it gives these values.
+        loss = _kernels.native_sigmoid_cross_entropy(labels, logits)
+        if loss is not None:
+            return ops.cast(loss, out_dtype)
     # relu(x) and -|x| through one shared select: at x == 0 autodiff would
     # otherwise pick relu'(0) and abs'(0) independently (0 and 0 on JAX),
     # giving -labels instead of sigmoid(0) - labels; zero-initialised heads
