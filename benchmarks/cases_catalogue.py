@@ -260,13 +260,21 @@ def _masked_minimum(o, data, mask):
     return o.min((data - axis_maximums) * mask, axis=1, keepdims=True) + axis_maximums
 
 
-def _tfa_semihard(m, labels, embeddings, margin=1.0):
+def _tfa_distances_and_adjacency(m, labels, embeddings):
+    """The common start of TF Addons' triplet losses: `(ops, batch, pdist,
+    adjacency, mask_positives)`."""
     o = K(m).ops
     embeddings = o.cast(embeddings, "float32")
     labels = o.reshape(labels, (-1, 1))
     b = o.shape(embeddings)[0]
     pdist = _tfa_pairwise_distance(m, embeddings)
     adjacency = o.equal(labels, o.transpose(labels))
+    mask_positives = o.cast(adjacency, "float32") - o.eye(b, dtype="float32")
+    return o, b, pdist, adjacency, mask_positives
+
+
+def _tfa_semihard(m, labels, embeddings, margin=1.0):
+    o, b, pdist, adjacency, mask_positives = _tfa_distances_and_adjacency(m, labels, embeddings)
     adjacency_not = o.logical_not(adjacency)
     pdist_tile = o.tile(pdist, [b, 1])
     mask = o.logical_and(
@@ -281,20 +289,13 @@ def _tfa_semihard(m, labels, embeddings, margin=1.0):
     negatives_inside = o.tile(_masked_maximum(o, pdist, o.cast(adjacency_not, "float32")), [1, b])
     semi_hard = o.where(mask_final, negatives_outside, negatives_inside)
     loss_mat = margin + pdist - semi_hard
-    mask_positives = o.cast(adjacency, "float32") - o.eye(b, dtype="float32")
     num_positives = o.sum(mask_positives)
     return o.sum(o.maximum(loss_mat * mask_positives, 0.0)) / num_positives
 
 
 def _tfa_hard(m, labels, embeddings, margin=1.0):
-    o = K(m).ops
-    embeddings = o.cast(embeddings, "float32")
-    labels = o.reshape(labels, (-1, 1))
-    b = o.shape(embeddings)[0]
-    pdist = _tfa_pairwise_distance(m, embeddings)
-    adjacency = o.equal(labels, o.transpose(labels))
+    o, _, pdist, adjacency, mask_positives = _tfa_distances_and_adjacency(m, labels, embeddings)
     hard_negatives = _masked_minimum(o, pdist, o.cast(o.logical_not(adjacency), "float32"))
-    mask_positives = o.cast(adjacency, "float32") - o.eye(b, dtype="float32")
     hard_positives = _masked_maximum(o, pdist, mask_positives)
     return o.mean(o.maximum(hard_positives - hard_negatives + margin, 0.0))
 
