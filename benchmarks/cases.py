@@ -1,382 +1,37 @@
-"""The benchmark rows: each keras_stable callable and its built-ins.
+"""Every benchmark row, in the order of the table, and the quick set.
 
-One function per op family, each a list of `Case`s; `cases()` is all of
-them, in the order of the table. Sizes and data builders are in `inputs.py`.
+The rows themselves are in `cases_core.py` (norms, softmax family,
+cross-entropies, element-wise ops, task distance; their layers and losses)
+and `cases_catalogue.py` (the catalogue, geometry and metric learning).
 """
 
-from inputs import ELEMENTWISE_SIZES
-from inputs import NORM_SIZES
-from inputs import SOFTMAX_SIZES
-from inputs import SPARSE_SIZES
-from inputs import TASK_SIZES
-from inputs import build_binary_ce
-from inputs import build_dense_ce
-from inputs import build_divide
-from inputs import build_pair
-from inputs import build_positive
-from inputs import build_sparse_ce
-from inputs import build_task
-from inputs import build_x
+from cases_catalogue import catalogue_cases
+from cases_catalogue import geometry_cases
+from cases_core import cross_entropy_ops
+from cases_core import distance_ops
+from cases_core import elementwise_ops
+from cases_core import layer_cases
+from cases_core import loss_cases
+from cases_core import norm_ops
+from cases_core import softmax_ops
+
+# `--quick`, the smoke test of CI: one row per family (the `group` of the
+# targets), covering an op, a layer and losses, the native torch path of the
+# sparse cross-entropy and the TF Addons transcriptions.
+QUICK = (
+    "layers.L2Normalize",  # norm
+    "log_softmax",  # softmax
+    "losses.StableSparseSoftmaxCrossEntropy",  # cross_entropy
+    "safe_divide",  # elementwise
+    "losses.MaskedHuber",  # regression
+    "losses.ContrastiveLoss",  # geometry
+)
 
 
-class Case:
-    """One benchmark row: keras_stable's callable and its built-ins.
-
-    `build(shape, dtype, rng)` returns `(args, diff)`: NumPy arrays and the
-    index of the argument to differentiate. `ours` and each built-in are
-    factories `f(backend_modules) -> callable(*args)`, or `None` when the
-    counterpart does not exist on this backend. The first built-in that
-    exists is the primary one.
-    """
-
-    def __init__(self, name, kind, group, sizes, build, ours, builtins):
-        self.name = name
-        self.kind = kind
-        self.group = group
-        self.sizes = sizes
-        self.build = build
-        self.ours = ours
-        self.builtins = builtins
-
-
-def _cls(module, name, *args, **kwargs):
-    """Factory for a keras_stable class, or None if it does not exist yet."""
-
-    def factory(m):
-        cls = getattr(getattr(m.ks, module), name, None)
-        if cls is None:
-            return None
-        return cls(*args, **kwargs)
-
-    factory.missing = lambda m: getattr(getattr(m.ks, module), name, None) is None
-    factory.label = f"keras_stable.{module}.{name}"
-    return factory
-
-
-def _tf_only(make):
-    def factory(m):
-        return make(m) if m.backend == "tensorflow" else None
-
-    return factory
-
-
-def K(m):
-    """The `keras` module of the backend modules `m`."""
-    return m.keras
-
-
-def norm_ops():
-    """safe_norm, l2_normalize, cosine_similarity: the norm at zero."""
-    return [
-        Case(
-            "safe_norm(axis=-1)",
-            "op",
-            "norm",
-            NORM_SIZES,
-            build_x,
-            lambda m: lambda x: m.ks.ops.safe_norm(x, axis=-1),
-            {
-                "tf.norm": _tf_only(lambda m: lambda x: m.tf.norm(x, axis=-1)),
-                "keras.ops.norm": lambda m: lambda x: K(m).ops.norm(x, axis=-1),
-            },
-        ),
-        Case(
-            "l2_normalize",
-            "op",
-            "norm",
-            NORM_SIZES,
-            build_x,
-            lambda m: lambda x: m.ks.ops.l2_normalize(x, axis=-1),
-            {
-                "tf.math.l2_normalize": _tf_only(
-                    lambda m: lambda x: m.tf.math.l2_normalize(x, axis=-1)
-                ),
-                "keras.ops.normalize": lambda m: lambda x: K(m).ops.normalize(x, axis=-1),
-            },
-        ),
-        Case(
-            "cosine_similarity",
-            "op",
-            "norm",
-            NORM_SIZES,
-            build_pair,
-            lambda m: lambda a, b: m.ks.ops.cosine_similarity(a, b),
-            {
-                "keras.losses.cosine_similarity": lambda m: (
-                    lambda a, b: K(m).losses.cosine_similarity(a, b)
-                ),
-            },
-        ),
-    ]
-
-
-def softmax_ops():
-    """softmax, log_softmax, logsumexp: the hand-written softmax."""
-    return [
-        Case(
-            "softmax",
-            "op",
-            "softmax",
-            SOFTMAX_SIZES,
-            build_x,
-            lambda m: lambda x: m.ks.ops.softmax(x),
-            {
-                "tf.nn.softmax": _tf_only(lambda m: lambda x: m.tf.nn.softmax(x)),
-                "keras.ops.softmax": lambda m: lambda x: K(m).ops.softmax(x),
-            },
-        ),
-        Case(
-            "log_softmax",
-            "op",
-            "softmax",
-            SOFTMAX_SIZES,
-            build_x,
-            lambda m: lambda x: m.ks.ops.log_softmax(x),
-            {
-                "tf.nn.log_softmax": _tf_only(lambda m: lambda x: m.tf.nn.log_softmax(x)),
-                "keras.ops.log_softmax": lambda m: lambda x: K(m).ops.log_softmax(x),
-            },
-        ),
-        Case(
-            "logsumexp",
-            "op",
-            "softmax",
-            SOFTMAX_SIZES,
-            build_x,
-            lambda m: lambda x: m.ks.ops.logsumexp(x, axis=-1),
-            {
-                "tf.reduce_logsumexp": _tf_only(
-                    lambda m: lambda x: m.tf.reduce_logsumexp(x, axis=-1)
-                ),
-                "keras.ops.logsumexp": lambda m: lambda x: K(m).ops.logsumexp(x, axis=-1),
-            },
-        ),
-    ]
-
-
-def cross_entropy_ops():
-    """The three cross-entropies, dense, sparse and sigmoid."""
-    return [
-        Case(
-            "softmax_cross_entropy",
-            "op",
-            "cross_entropy",
-            SOFTMAX_SIZES,
-            build_dense_ce,
-            lambda m: lambda y, x: m.ks.ops.softmax_cross_entropy(y, x),
-            {
-                "tf.nn.softmax_cross_entropy_with_logits": _tf_only(
-                    lambda m: (
-                        lambda y, x: m.tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=x)
-                    )
-                ),
-                "keras.losses.categorical_crossentropy": lambda m: (
-                    lambda y, x: K(m).losses.categorical_crossentropy(y, x, from_logits=True)
-                ),
-            },
-        ),
-        Case(
-            "sparse_softmax_cross_entropy",
-            "op",
-            "cross_entropy",
-            SPARSE_SIZES,
-            build_sparse_ce,
-            lambda m: lambda y, x: m.ks.ops.sparse_softmax_cross_entropy(y, x),
-            {
-                "tf.nn.sparse_softmax_cross_entropy_with_logits": _tf_only(
-                    lambda m: (
-                        lambda y, x: m.tf.nn.sparse_softmax_cross_entropy_with_logits(
-                            labels=y, logits=x
-                        )
-                    )
-                ),
-                "keras.losses.sparse_categorical_crossentropy": lambda m: (
-                    lambda y, x: K(m).losses.sparse_categorical_crossentropy(y, x, from_logits=True)
-                ),
-                "plain logsumexp - take_along_axis": lambda m: (
-                    lambda y, x: (
-                        K(m).ops.logsumexp(x, axis=-1)
-                        - K(m).ops.squeeze(
-                            K(m).ops.take_along_axis(x, K(m).ops.expand_dims(y, -1), axis=-1),
-                            -1,
-                        )
-                    )
-                ),
-            },
-        ),
-        Case(
-            "sigmoid_cross_entropy",
-            "op",
-            "cross_entropy",
-            ELEMENTWISE_SIZES,
-            build_binary_ce,
-            lambda m: lambda y, x: m.ks.ops.sigmoid_cross_entropy(y, x),
-            {
-                "tf.nn.sigmoid_cross_entropy_with_logits": _tf_only(
-                    lambda m: (
-                        lambda y, x: m.tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=x)
-                    )
-                ),
-                "keras.ops.binary_crossentropy": lambda m: (
-                    lambda y, x: K(m).ops.binary_crossentropy(y, x, from_logits=True)
-                ),
-            },
-        ),
-    ]
-
-
-def elementwise_ops():
-    """safe_sqrt and safe_divide: one element at a time."""
-    return [
-        Case(
-            "safe_sqrt",
-            "op",
-            "elementwise",
-            ELEMENTWISE_SIZES,
-            build_positive,
-            lambda m: lambda x: m.ks.ops.safe_sqrt(x),
-            {"keras.ops.sqrt": lambda m: lambda x: K(m).ops.sqrt(x)},
-        ),
-        Case(
-            "safe_divide",
-            "op",
-            "elementwise",
-            ELEMENTWISE_SIZES,
-            build_divide,
-            lambda m: lambda a, b: m.ks.ops.safe_divide(a, b),
-            {"keras.ops.divide": lambda m: lambda a, b: K(m).ops.divide(a, b)},
-        ),
-    ]
-
-
-def distance_ops():
-    """masked_task_distance: the multi-task distance."""
-    return [
-        Case(
-            "masked_task_distance",
-            "op",
-            "norm",
-            TASK_SIZES,
-            build_task,
-            lambda m: lambda t, p: m.ks.ops.masked_task_distance(t, p),
-            {
-                "keras.ops.norm(t - p)": lambda m: lambda t, p: K(m).ops.norm(t - p, axis=-1),
-            },
-        ),
-    ]
-
-
-def layer_cases():
-    """The layers, against the Keras layers or ops they replace."""
-    return [
-        Case(
-            "layers.StableSoftmax",
-            "layer",
-            "softmax",
-            SOFTMAX_SIZES,
-            build_x,
-            _cls("layers", "StableSoftmax"),
-            {"keras.layers.Softmax": lambda m: K(m).layers.Softmax()},
-        ),
-        Case(
-            "layers.LogSoftmax",
-            "layer",
-            "softmax",
-            SOFTMAX_SIZES,
-            build_x,
-            _cls("layers", "LogSoftmax"),
-            {
-                "keras.layers.Activation('log_softmax')": lambda m: K(m).layers.Activation(
-                    "log_softmax"
-                )
-            },
-        ),
-        Case(
-            "layers.SafeNorm",
-            "layer",
-            "norm",
-            NORM_SIZES,
-            build_x,
-            _cls("layers", "SafeNorm"),
-            {"keras.ops.norm": lambda m: lambda x: K(m).ops.norm(x, axis=-1)},
-        ),
-        Case(
-            "layers.L2Normalize",
-            "layer",
-            "norm",
-            NORM_SIZES,
-            build_x,
-            _cls("layers", "L2Normalize"),
-            {"keras.layers.UnitNormalization": lambda m: K(m).layers.UnitNormalization()},
-        ),
-    ]
-
-
-def loss_cases():
-    """The losses, against the Keras losses they replace."""
-    return [
-        Case(
-            "losses.StableSoftmaxCrossEntropy",
-            "loss",
-            "cross_entropy",
-            SOFTMAX_SIZES,
-            build_dense_ce,
-            _cls("losses", "StableSoftmaxCrossEntropy"),
-            {
-                "keras.losses.CategoricalCrossentropy": lambda m: K(
-                    m
-                ).losses.CategoricalCrossentropy(from_logits=True)
-            },
-        ),
-        Case(
-            "losses.StableSparseSoftmaxCrossEntropy",
-            "loss",
-            "cross_entropy",
-            SPARSE_SIZES,
-            build_sparse_ce,
-            _cls("losses", "StableSparseSoftmaxCrossEntropy"),
-            {
-                "keras.losses.SparseCategoricalCrossentropy": lambda m: K(
-                    m
-                ).losses.SparseCategoricalCrossentropy(from_logits=True)
-            },
-        ),
-        Case(
-            "losses.StableSigmoidCrossEntropy",
-            "loss",
-            "cross_entropy",
-            ELEMENTWISE_SIZES,
-            build_binary_ce,
-            _cls("losses", "StableSigmoidCrossEntropy"),
-            {
-                "keras.losses.BinaryCrossentropy": lambda m: K(m).losses.BinaryCrossentropy(
-                    from_logits=True
-                )
-            },
-        ),
-        Case(
-            "losses.MaskedMultiTaskDistance",
-            "loss",
-            "norm",
-            TASK_SIZES,
-            build_task,
-            _cls("losses", "MaskedMultiTaskDistance"),
-            {
-                "mean(keras.ops.norm(t - p))": lambda m: (
-                    lambda t, p: K(m).ops.mean(K(m).ops.norm(t - p, axis=-1))
-                )
-            },
-        ),
-    ]
-
-
-def cases():
-    """Every row, in the order of the table: ops, layers, losses, then the
-    catalogue and geometry rows (`cases_catalogue.py`)."""
-    from cases_catalogue import catalogue_cases
-    from cases_catalogue import geometry_cases
-
-    return (
+def cases(quick=False):
+    """Every row (ops, layers, losses, then the catalogue and geometry), or
+    with `quick` only the rows of `QUICK`."""
+    rows = (
         norm_ops()
         + softmax_ops()
         + cross_entropy_ops()
@@ -387,3 +42,10 @@ def cases():
         + catalogue_cases()
         + geometry_cases()
     )
+    if not quick:
+        return rows
+    by_name = {case.name: case for case in rows}
+    unknown = [name for name in QUICK if name not in by_name]
+    if unknown:
+        raise ValueError(f"QUICK names rows that do not exist: {unknown}")
+    return [by_name[name] for name in QUICK]

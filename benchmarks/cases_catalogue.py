@@ -9,9 +9,9 @@ metric-learning losses (never ported to Keras 3) are transcribed below in
 porting them would write them.
 """
 
-from cases import Case
-from cases import K
-from cases import _cls
+from case import Case
+from case import K
+from case import stable_class
 from inputs import ELEMENTWISE_SIZES
 from inputs import EMBEDDING_SIZES
 from inputs import GAUSSIAN_SIZES
@@ -51,7 +51,7 @@ def catalogue_cases():
             "cross_entropy",
             ELEMENTWISE_SIZES,
             build_binary_ce,
-            _cls("losses", "StableSigmoidFocalCrossEntropy"),
+            stable_class("losses", "StableSigmoidFocalCrossEntropy"),
             {
                 "keras.losses.BinaryFocalCrossentropy": lambda m: K(
                     m
@@ -77,7 +77,7 @@ def catalogue_cases():
             "cross_entropy",
             SOFTMAX_SIZES,
             build_dense_ce,
-            _cls("losses", "StableSoftmaxFocalCrossEntropy", alpha=0.25),
+            stable_class("losses", "StableSoftmaxFocalCrossEntropy", alpha=0.25),
             {
                 "keras.losses.CategoricalFocalCrossentropy": lambda m: K(
                     m
@@ -103,7 +103,7 @@ def catalogue_cases():
             "cross_entropy",
             SOFTMAX_SIZES,
             build_soft_ce,
-            _cls("losses", "StableKLDivergence"),
+            stable_class("losses", "StableKLDivergence"),
             {
                 "keras.losses.KLDivergence(softmax)": lambda m: (
                     lambda y, x: K(m).losses.KLDivergence()(y, K(m).ops.softmax(x))
@@ -116,7 +116,7 @@ def catalogue_cases():
             "regression",
             ELEMENTWISE_SIZES,
             build_counts,
-            _cls("losses", "StablePoisson"),
+            stable_class("losses", "StablePoisson"),
             {
                 "keras.losses.Poisson(exp)": lambda m: (
                     lambda y, z: K(m).losses.Poisson()(y, K(m).ops.exp(z))
@@ -129,7 +129,7 @@ def catalogue_cases():
             "regression",
             GAUSSIAN_SIZES,
             build_gaussian,
-            _cls("losses", "StableGaussianNLL"),
+            stable_class("losses", "StableGaussianNLL"),
             {"hand-written Gaussian NLL": _gaussian_nll_by_hand},
         ),
         Case(
@@ -138,7 +138,7 @@ def catalogue_cases():
             "regression",
             ELEMENTWISE_SIZES,
             build_regression,
-            _cls("losses", "MaskedMeanSquaredError"),
+            stable_class("losses", "MaskedMeanSquaredError"),
             {"keras.losses.MeanSquaredError": lambda m: K(m).losses.MeanSquaredError()},
         ),
         Case(
@@ -147,7 +147,7 @@ def catalogue_cases():
             "regression",
             ELEMENTWISE_SIZES,
             build_regression,
-            _cls("losses", "MaskedMeanAbsoluteError"),
+            stable_class("losses", "MaskedMeanAbsoluteError"),
             {"keras.losses.MeanAbsoluteError": lambda m: K(m).losses.MeanAbsoluteError()},
         ),
         Case(
@@ -156,7 +156,7 @@ def catalogue_cases():
             "regression",
             ELEMENTWISE_SIZES,
             build_regression,
-            _cls("losses", "MaskedHuber"),
+            stable_class("losses", "MaskedHuber"),
             {"keras.losses.Huber": lambda m: K(m).losses.Huber()},
         ),
     ]
@@ -204,7 +204,7 @@ def geometry_cases():
             "geometry",
             NORM_SIZES,
             build_regression,
-            _cls("losses", "StableCosineSimilarity"),
+            stable_class("losses", "StableCosineSimilarity"),
             {"keras.losses.CosineSimilarity": lambda m: K(m).losses.CosineSimilarity()},
         ),
         Case(
@@ -213,7 +213,7 @@ def geometry_cases():
             "geometry",
             EMBEDDING_SIZES,
             build_embeddings,
-            _cls("losses", "TripletSemiHardLoss"),
+            stable_class("losses", "TripletSemiHardLoss"),
             {"TF Addons triplet_semihard_loss": lambda m: lambda y, e: _tfa_semihard(m, y, e)},
         ),
         Case(
@@ -222,7 +222,7 @@ def geometry_cases():
             "geometry",
             EMBEDDING_SIZES,
             build_embeddings,
-            _cls("losses", "TripletHardLoss"),
+            stable_class("losses", "TripletHardLoss"),
             {"TF Addons triplet_hard_loss": lambda m: lambda y, e: _tfa_hard(m, y, e)},
         ),
         Case(
@@ -231,7 +231,7 @@ def geometry_cases():
             "geometry",
             {size: (shape[0] * shape[1],) for size, shape in ELEMENTWISE_SIZES.items()},
             build_pair_distances,
-            _cls("losses", "ContrastiveLoss"),
+            stable_class("losses", "ContrastiveLoss"),
             {"TF Addons contrastive_loss": lambda m: lambda y, d: _tfa_contrastive(m, y, d)},
         ),
     ]

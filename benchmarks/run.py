@@ -27,18 +27,27 @@ Memory:
     n/a on the CPU, which keeps no allocator statistics.
 
 Usage:
-    python benchmarks/run.py --quick                 # < 2 min, TF and JAX
-    python benchmarks/run.py --out docs/benchmarks_table.md
+    python benchmarks/run.py --quick                 # the CI smoke test, ~1 min
+    python benchmarks/run.py --sizes S,M --out docs/benchmarks.md
     python benchmarks/run.py --backend jax --dtypes float32,bfloat16,float16
     python benchmarks/run.py --rows "norm|softmax" --sizes M --reps 20
 
+`--quick` is the smoke test that CI runs (`tests/run.sh`): one row per op
+family (`QUICK` in `cases.py`), size S, the compiled modes (xla, jit) and
+torch eager, 3 rounds. It exits with status 1 if a keras_stable candidate
+fails, a quick row is missing or the TF or JAX memory figure is empty; any
+run exits with status 1 if a keras_stable candidate fails.
+
 With `--backend all` (the default) the script re-runs itself once per
 backend in a subprocess (Keras picks its backend at import) and merges the
-results into one Markdown table.
+results into one Markdown table. Each backend process sets
+`TF_CPU_ALLOCATOR_USE_BFC=true` (unless it is set) before TF starts, so that
+TF keeps the CPU allocator statistics of the memory column.
 
-This file is the command line only. The rows are in `cases.py` (one
-function per op family) with their sizes and data in `inputs.py`, the
-interleaved measurement in `timing.py` and the tables in `report.py`.
+This file is the command line only. The rows are in `cases_core.py` and
+`cases_catalogue.py` (one function per op family, built on `case.py`), put
+in order in `cases.py`, with their sizes and data in `inputs.py`; the
+interleaved measurement is in `timing.py` and the tables in `report.py`.
 """
 
 import argparse
@@ -84,7 +93,7 @@ def parse_args(argv):
     p.add_argument(
         "--quick",
         action="store_true",
-        help="size S, compiled modes (xla, jit) and torch eager, few rounds",
+        help="the smoke test: one row per family, size S, xla, jit and torch eager, 3 rounds",
     )
     p.add_argument(
         "--out",
@@ -99,9 +108,9 @@ def parse_args(argv):
     opts.sizes = [s.strip() for s in opts.sizes.split(",") if s.strip()]
     opts.dtypes = [d.strip() for d in opts.dtypes.split(",") if d.strip()]
     if opts.reps is None:
-        opts.reps = 5 if opts.quick else 15
+        opts.reps = 3 if opts.quick else 15
     if opts.min_sample_s is None:
-        opts.min_sample_s = 0.005 if opts.quick else 0.02
+        opts.min_sample_s = 0.002 if opts.quick else 0.02
     if opts.quick:
         opts.warmup = min(opts.warmup, 1)
     modes = {b: MODES[b] for b in BACKENDS}
@@ -124,8 +133,9 @@ def main(argv=None):
         flush = (
             (lambda r: write_outputs([r], opts, quiet=True)) if (opts.out or opts.json) else None
         )
-        write_outputs([run_backend(opts.backend, opts, flush)], opts)
-        return 0
+        result = run_backend(opts.backend, opts, flush)
+        write_outputs([result], opts)
+        return _report_failures(opts.backend, result["failures"])
     all_results = []
     status = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,14 +158,20 @@ def main(argv=None):
             ] + child
             env = dict(os.environ, KERAS_BACKEND=backend)
             rc = subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL)
-            if rc != 0 or not os.path.exists(path):
-                print(f"{backend}: failed with exit code {rc}", file=sys.stderr)
+            if rc != 0:
+                print(f"{backend}: exit code {rc}", file=sys.stderr)
                 status = 1
-                continue
-            with open(path) as f:
-                all_results.extend(json.load(f))
+            if os.path.exists(path):
+                with open(path) as f:
+                    all_results.extend(json.load(f))
     write_outputs(all_results, opts)
     return status
+
+
+def _report_failures(backend, failures):
+    for failure in failures:
+        print(f"{backend} FAILED: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def _strip_options(argv, names):

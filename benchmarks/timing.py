@@ -22,6 +22,12 @@ BACKENDS = ("tensorflow", "jax", "torch")
 MODES = {"tensorflow": ("graph", "xla"), "jax": ("jit",), "torch": ("eager",)}
 
 
+_MEMORY_SOURCE = {
+    "tensorflow": "tf.config.experimental.get_memory_info",
+    "jax": "compiled.memory_analysis()",
+}
+
+
 class Modules:
     pass
 
@@ -29,6 +35,12 @@ class Modules:
 def _import_backend(backend):
     os.environ["KERAS_BACKEND"] = backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if backend == "tensorflow":
+        # TF keeps the CPU allocator statistics of the memory column
+        # (`get_memory_info`) only with its BFC allocator on the CPU (or
+        # oneDNN's, not on every install). TF reads the variable once, when
+        # it starts: this is before the first import of TF in this process.
+        os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
     import keras
 
     import keras_stable
@@ -187,19 +199,20 @@ def _to_tensors(m, arrays, dtype, diff):
     return out
 
 
-def _callable(m, factory):
-    obj = factory(m)
-    if obj is None:
-        return None
-    return obj
-
-
 def run_backend(backend, opts, flush=None):
-    """Runs every selected row on `backend`; `flush(partial)` after each."""
+    """Runs every selected row on `backend`; `flush(partial)` after each.
+
+    Returns the backend's results: `results` (one dict per candidate and
+    row), `notes` for the table, and `failures`, what went wrong on
+    keras_stable's side (the exit status of `run.py`)."""
+    preloaded = backend == "tensorflow" and "tensorflow" in sys.modules
     m = _import_backend(backend)
     device = _device(m)
     results = []
     notes = []
+    failures = []
+    if preloaded:
+        notes.append("TF was imported before the benchmark set TF_CPU_ALLOCATOR_USE_BFC.")
 
     def partial():
         return {
@@ -208,16 +221,19 @@ def run_backend(backend, opts, flush=None):
             "versions": _versions(m),
             "results": results,
             "notes": notes,
+            "failures": failures,
         }
 
     pattern = re.compile(opts.rows) if opts.rows else None
     rng_order = random.Random(1234)
-    for case in cases():
+    for case in cases(quick=opts.quick):
         if pattern and not pattern.search(case.name):
             continue
         missing = getattr(case.ours, "missing", None)
         if missing is not None and missing(m):
             notes.append(f"{case.name}: skipped, {case.ours.label} does not exist yet.")
+            if opts.quick:
+                failures.append(notes[-1])
             continue
         for size in opts.sizes:
             shape = case.sizes[size]
@@ -240,6 +256,7 @@ def run_backend(backend, opts, flush=None):
                             device,
                             rng_order,
                             notes,
+                            failures,
                         )
                     )
                 del args
@@ -259,14 +276,16 @@ def _versions(m):
     return v
 
 
-def _run_row(m, case, size, shape, dtype, mode, args, diff, opts, device, rng_order, notes):
+def _run_row(
+    m, case, size, shape, dtype, mode, args, diff, opts, device, rng_order, notes, failures
+):
     label = f"{case.name} {size} {dtype} {m.backend}/{mode}"
     candidates = [("keras_stable", case.ours)] + list(case.builtins.items())
     steps = {}
     errors = {}
     for name, factory in candidates:
         try:
-            fn = _callable(m, factory)
+            fn = factory(m)
             if fn is None:
                 continue
             steps[name] = Step(m, fn, args, diff, mode)
@@ -274,6 +293,7 @@ def _run_row(m, case, size, shape, dtype, mode, args, diff, opts, device, rng_or
             errors[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
     if "keras_stable" not in steps:
         notes.append(f"{label}: keras_stable failed: {errors.get('keras_stable')}")
+        failures.append(notes[-1])
         return []
     for name, err in errors.items():
         notes.append(f"{label}: {name} failed: {err}")
@@ -297,6 +317,13 @@ def _run_row(m, case, size, shape, dtype, mode, args, diff, opts, device, rng_or
             samples[name].append((time.perf_counter() - t0) / number)
     for name in names:
         steps[name].measure_memory(device)
+    if m.backend in ("tensorflow", "jax") and steps["keras_stable"].memory_bytes is None:
+        why = _MEMORY_SOURCE[m.backend]
+        if m.backend == "tensorflow":
+            why += f", TF_CPU_ALLOCATOR_USE_BFC={os.environ.get('TF_CPU_ALLOCATOR_USE_BFC')}"
+        notes.append(f"{label}: no memory figure ({why}).")
+        if opts.quick:
+            failures.append(notes[-1])
     ours = samples["keras_stable"]
     rows = []
     for name in names:

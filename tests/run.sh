@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: the suite once per Keras backend, then the docs build.
+# The test command: the suite once per Keras backend, the benchmark smoke test
+# (`benchmarks/run.py --quick`, every backend, about a minute), then the docs build.
 # Extra arguments go to pytest (e.g. `bash tests/run.sh -m "not examples"`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +9,9 @@ for backend in tensorflow jax torch; do
     echo "=== KERAS_BACKEND=$backend ==="
     KERAS_BACKEND=$backend python -m pytest -q "$@" || status=1
 done
+# The checkout's keras_stable, as pytest imports it (cwd on sys.path).
+echo "=== benchmarks/run.py --quick ==="
+PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}" python benchmarks/run.py --quick || status=1
 if [ -f mkdocs.yml ]; then
     echo "=== mkdocs build --strict ==="
     mkdocs build --strict --site-dir "${TMPDIR:-/tmp}/keras_stable_site" || status=1
