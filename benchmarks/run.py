@@ -57,6 +57,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 from report import write_outputs
 from timing import BACKENDS
@@ -146,8 +147,7 @@ def main(argv=None):
                 print(f"{backend}: not installed, skipped", file=sys.stderr)
                 continue
             path = os.path.join(tmp, f"{backend}.json")
-            child = [a for a in argv]
-            child = _strip_options(child, ("--backend", "--out", "--json"))
+            child = _strip_options(argv, ("--backend", "--out", "--json"))
             cmd = [
                 sys.executable,
                 os.path.abspath(__file__),
@@ -157,7 +157,9 @@ def main(argv=None):
                 path,
             ] + child
             env = dict(os.environ, KERAS_BACKEND=backend)
+            t0 = time.perf_counter()
             rc = subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL)
+            print(f"== {backend}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
             if rc != 0:
                 print(f"{backend}: exit code {rc}", file=sys.stderr)
                 status = 1
