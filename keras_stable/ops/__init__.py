@@ -6,6 +6,8 @@ in float32, and compiles under XLA. Nothing here imports the layers, losses
 or metrics.
 """
 
+from keras_stable.ops.contrastive import contrastive_loss
+from keras_stable.ops.contrastive import info_nce_loss
 from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
@@ -17,10 +19,6 @@ from keras_stable.ops.focal import softmax_focal_cross_entropy
 from keras_stable.ops.geometry import pairwise_distance
 from keras_stable.ops.geometry import safe_std
 from keras_stable.ops.linear_cross_entropy import linear_softmax_cross_entropy
-from keras_stable.ops.metric_learning import contrastive_loss
-from keras_stable.ops.metric_learning import info_nce_loss
-from keras_stable.ops.metric_learning import triplet_hard_loss
-from keras_stable.ops.metric_learning import triplet_semihard_loss
 from keras_stable.ops.norms import cosine_similarity
 from keras_stable.ops.norms import l2_normalize
 from keras_stable.ops.norms import safe_norm
@@ -33,6 +31,8 @@ from keras_stable.ops.regression import poisson_nll
 from keras_stable.ops.softmax import log_softmax
 from keras_stable.ops.softmax import logsumexp
 from keras_stable.ops.softmax import softmax
+from keras_stable.ops.triplet import triplet_hard_loss
+from keras_stable.ops.triplet import triplet_semihard_loss
 
 __all__ = [
     "contrastive_loss",
