@@ -4,6 +4,17 @@ Every function computes the exact value wherever it is defined, returns a
 finite gradient everywhere (0 at singular points), computes float16/bfloat16
 in float32, and compiles under XLA. Nothing here imports the layers, losses
 or metrics.
+
+`__all__` is the public API. Internal shared API (no underscore, not in
+`__all__`, not for users; the classes of `keras_stable.losses` import it):
+the unreduced terms behind the batch-level losses, for the classes'
+reductions - `ops.triplet.semihard_triplet_terms`,
+`ops.triplet.hard_triplet_terms`, `ops.contrastive.info_nce_terms` - and,
+for the ops of this package, `ops.probabilities` (the reading of
+`from_logits=False`), `ops.logarithms` (`safe_log`, `saturated_log`) and
+`ops.softmax.shifted_logits`. The fused kernels are the private package
+`ops._kernels`. Argument checks shared with the classes live in
+`keras_stable.common.checks`.
 """
 
 from keras_stable.ops.contrastive import contrastive_loss
