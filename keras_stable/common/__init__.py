@@ -1,7 +1,10 @@
 """What the subpackages of keras_stable share: one home for each concern.
 
 - `keras_stable.common.checks`: argument validation (one axis validator,
-  booleans, label smoothing, ignored classes, reductions, masks, shapes).
+  booleans, label smoothing, ignored classes, reductions, masks, shapes,
+  margins, temperatures, distance metrics), the reading of integer labels
+  (`integer_labels`) and the warning for probabilities passed as logits
+  (`warn_if_probabilities`, `exposed_logits`).
 - `keras_stable.common.dtypes`: which dtype a computation runs in and
   which dtype it returns.
 - `keras_stable.common.reduction`: the reduction of per-example values

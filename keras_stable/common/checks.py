@@ -6,6 +6,7 @@ checks of shapes run on static shapes at the first call.
 """
 
 import numbers
+import warnings
 
 import numpy as np
 from keras import ops
@@ -21,6 +22,8 @@ REDUCTIONS = (
     "none",
     None,
 )
+# float32 holds every integer up to 2**24 exactly; an int32 index must fit.
+_INT32_LIMIT = 2.0**31
 
 
 def _is_int(value):
@@ -266,3 +269,118 @@ def align_ranks(y_true, y_pred, what="y_pred", check=True):
             f"y_true.shape={t} and {what}.shape={p}."
         )
     return y_true, y_pred
+
+
+# The distances of the triplet losses (TF Addons' `distance_metric`).
+DISTANCE_METRICS = ("L2", "squared-L2", "angular")
+
+
+def check_margin(margin, name="margin"):
+    """A real number (a loss's margin) -> float."""
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+        raise ValueError(
+            f"`{name}` must be a float, got {margin!r} of type {type(margin).__name__}."
+        )
+    return float(margin)
+
+
+def check_temperature(temperature):
+    """A softmax temperature: a finite float > 0."""
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or not float(temperature) > 0
+        or float(temperature) == float("inf")
+    ):
+        raise ValueError(
+            f"`temperature` must be a finite float > 0, got temperature={temperature!r}."
+        )
+    return float(temperature)
+
+
+def check_distance_metric(distance_metric):
+    """One of `DISTANCE_METRICS` (a string: every loss serializes)."""
+    if not isinstance(distance_metric, str) or (distance_metric not in DISTANCE_METRICS):
+        raise ValueError(
+            f"Invalid `distance_metric`={distance_metric!r}: expected one of "
+            f"{list(DISTANCE_METRICS)}. (TF Addons also accepts a callable; "
+            "keras_stable does not, so that every loss serializes: compute "
+            "custom distances with `keras_stable.ops.pairwise_distance`.)"
+        )
+    return distance_metric
+
+
+def warn_if_probabilities(logits, from_logits, name):
+    """Warns, as Keras does, when `from_logits=True` meets probabilities.
+
+    Keras marks the output of a softmax or sigmoid activation (the tensor
+    keeps its logits as `_keras_logits` on TF and torch; on TF graphs the
+    producing op is `Softmax`/`Sigmoid`). keras_stable's losses default to
+    `from_logits=True` where Keras defaults to False, so a literal swap of a
+    model with a softmax head would silently compute the cross-entropy of
+    probabilities read as logits.
+    """
+    if not from_logits:
+        return
+    if exposed_logits(logits) is not None:
+        warnings.warn(
+            f"`{name}` received `from_logits=True`, but its input was "
+            "produced by a softmax or sigmoid activation and does not hold "
+            "logits. Pass `from_logits=False` (keras_stable defaults to "
+            "`from_logits=True`; Keras defaults to `False`), or remove the "
+            "activation.",
+            stacklevel=3,
+        )
+
+
+def exposed_logits(y_pred):
+    """The logits behind a softmax or sigmoid output, or None.
+
+    Keras's activations keep their input on their output as `_keras_logits`
+    (TensorFlow and torch tensors; JAX arrays take no attributes); on a
+    TensorFlow graph the producing op is `Softmax` or `Sigmoid` and its
+    input is the logits. Which activation produced the output is not
+    recorded on the tensor: `softmax_scores` and `sigmoid_log_probabilities`
+    check that the activation reproduces `y_pred` before using the logits.
+    """
+    logits = getattr(y_pred, "_keras_logits", None)
+    if logits is not None:
+        return logits
+    try:
+        if y_pred.op.type in ("Softmax", "Sigmoid"):
+            return y_pred.op.inputs[0]
+    except Exception:  # eager tensors and other backends have no op
+        pass
+    return None
+
+
+def integer_labels(y_true, y_pred, axis):
+    """Returns `(labels, integral)`: int32 labels and where they are exact.
+
+    Integer labels are used as they are. Float labels (Keras's data adapters
+    may hand integer targets over as floats) are read exactly where they
+    hold an integral value; `integral` is False where they do not (a
+    fractional or NaN label), and the loss is NaN there - never the loss of a
+    silently truncated class. A size-1 class axis on the labels (`(batch, 1)`
+    for `(batch, classes)` logits) is squeezed.
+    """
+    y_true = ops.convert_to_tensor(y_true)
+    rank = len(static_shape(y_pred))
+    class_axis = check_axis(axis, rank)
+    if len(static_shape(y_true)) == rank and static_shape(y_true)[class_axis] == 1:
+        y_true = ops.squeeze(y_true, axis=class_axis)
+    dtype = dtype_of(y_true)
+    if dtype.startswith(("int", "uint")):
+        return y_true, None
+    if dtype == "bool" or not dtype.startswith("float"):
+        raise ValueError(
+            f"`y_true` must hold integer class indices, got dtype {dtype} "
+            f"with shape {static_shape(y_true)}."
+        )
+    y_true = ops.cast(y_true, "float32") if dtype != "float64" else y_true
+    integral = ops.logical_and(
+        ops.equal(y_true, ops.floor(y_true)),
+        ops.less(ops.abs(y_true), _INT32_LIMIT),
+    )
+    labels = ops.cast(ops.where(integral, y_true, ops.zeros_like(y_true)), "int32")
+    return labels, integral

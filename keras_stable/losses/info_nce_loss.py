@@ -3,11 +3,11 @@
 from keras import ops
 
 from keras_stable._serialization import register
+from keras_stable.common.checks import check_temperature
 from keras_stable.losses._base import PerExample
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._batch_level import batch_presence
-from keras_stable.ops.metric_learning import check_temperature
-from keras_stable.ops.metric_learning import info_nce_terms
+from keras_stable.ops.contrastive import info_nce_terms
 
 
 @register

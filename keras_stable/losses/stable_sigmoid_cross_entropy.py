@@ -10,11 +10,11 @@ from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.checks import check_unit_interval_labels
+from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._elementwise import mean_over_observed_axis
-from keras_stable.ops.cross_entropy import warn_if_probabilities
 
 
 def _same_rank(y_true, y_pred):

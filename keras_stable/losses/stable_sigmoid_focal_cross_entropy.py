@@ -9,9 +9,9 @@ from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_gamma
 from keras_stable.common.checks import check_label_smoothing
+from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses.stable_sigmoid_cross_entropy import _binary_losses_and_valid
-from keras_stable.ops.cross_entropy import warn_if_probabilities
 
 
 @register

@@ -8,9 +8,9 @@ from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.checks import check_same_shape
+from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
-from keras_stable.ops.cross_entropy import warn_if_probabilities
 
 
 @register

@@ -4,12 +4,12 @@ from keras import ops
 
 from keras_stable._serialization import register
 from keras_stable.common.checks import check_bool
+from keras_stable.common.checks import check_distance_metric
+from keras_stable.common.checks import check_margin
 from keras_stable.losses._base import PerExample
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._batch_level import batch_presence
-from keras_stable.ops.metric_learning import check_distance_metric
-from keras_stable.ops.metric_learning import check_margin
-from keras_stable.ops.metric_learning import hard_triplet_terms
+from keras_stable.ops.triplet import hard_triplet_terms
 
 
 @register

@@ -31,7 +31,7 @@ from keras import ops
 from keras_stable.common.checks import align_ranks
 from keras_stable.common.dtypes import to_float32
 from keras_stable.common.reduction import align_weights
-from keras_stable.ops.division import safe_divide
+from keras_stable.ops import safe_divide
 
 # float32 machine epsilon: the relative rounding of one operation.
 EPS = 2.0**-23

@@ -10,7 +10,7 @@ from keras_stable.common.checks import align_ranks
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.metrics import _moments
-from keras_stable.ops.division import safe_divide
+from keras_stable.ops import safe_divide
 
 CLASS_AGGREGATIONS = (None, "uniform_average", "variance_weighted_average")
 

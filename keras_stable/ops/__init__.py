@@ -4,8 +4,21 @@ Every function computes the exact value wherever it is defined, returns a
 finite gradient everywhere (0 at singular points), computes float16/bfloat16
 in float32, and compiles under XLA. Nothing here imports the layers, losses
 or metrics.
+
+`__all__` is the public API. Internal shared API (no underscore, not in
+`__all__`, not for users; the classes of `keras_stable.losses` import it):
+the unreduced terms behind the batch-level losses, for the classes'
+reductions - `ops.triplet.semihard_triplet_terms`,
+`ops.triplet.hard_triplet_terms`, `ops.contrastive.info_nce_terms` - and,
+for the ops of this package, `ops.probabilities` (the reading of
+`from_logits=False`), `ops.logarithms` (`safe_log`, `saturated_log`) and
+`ops.softmax.shifted_logits`. The fused kernels are the private package
+`ops._kernels`. Argument checks shared with the classes live in
+`keras_stable.common.checks`.
 """
 
+from keras_stable.ops.contrastive import contrastive_loss
+from keras_stable.ops.contrastive import info_nce_loss
 from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
@@ -17,10 +30,6 @@ from keras_stable.ops.focal import softmax_focal_cross_entropy
 from keras_stable.ops.geometry import pairwise_distance
 from keras_stable.ops.geometry import safe_std
 from keras_stable.ops.linear_cross_entropy import linear_softmax_cross_entropy
-from keras_stable.ops.metric_learning import contrastive_loss
-from keras_stable.ops.metric_learning import info_nce_loss
-from keras_stable.ops.metric_learning import triplet_hard_loss
-from keras_stable.ops.metric_learning import triplet_semihard_loss
 from keras_stable.ops.norms import cosine_similarity
 from keras_stable.ops.norms import l2_normalize
 from keras_stable.ops.norms import safe_norm
@@ -33,6 +42,8 @@ from keras_stable.ops.regression import poisson_nll
 from keras_stable.ops.softmax import log_softmax
 from keras_stable.ops.softmax import logsumexp
 from keras_stable.ops.softmax import softmax
+from keras_stable.ops.triplet import triplet_hard_loss
+from keras_stable.ops.triplet import triplet_semihard_loss
 
 __all__ = [
     "contrastive_loss",

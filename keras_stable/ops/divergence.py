@@ -5,12 +5,12 @@ from keras import ops
 from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_same_shape
 from keras_stable.common.checks import prepare_mask
+from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
-from keras_stable.ops.cross_entropy import softmax_scores
-from keras_stable.ops.cross_entropy import warn_if_probabilities
-from keras_stable.ops.softmax import _safe_log
+from keras_stable.ops.logarithms import safe_log
+from keras_stable.ops.probabilities import softmax_scores
 from keras_stable.ops.softmax import shifted_logits
 
 _INF = float("inf")
@@ -69,7 +69,7 @@ def kl_divergence(labels, logits, axis=-1, mask=None, from_logits=True):
     mask = prepare_mask(mask, logits)
 
     valid, z, total, _ = shifted_logits(logits, axis, mask)
-    nonempty, log_total = _safe_log(total)
+    nonempty, log_total = ops.not_equal(total, 0), safe_log(total)
     zeros = ops.zeros_like(logits)
     log_q = ops.where(valid, z - log_total, zeros)
     positive = ops.greater(labels, 0)

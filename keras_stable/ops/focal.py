@@ -16,15 +16,15 @@ from keras_stable.common.checks import check_gamma
 from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.checks import check_same_shape
 from keras_stable.common.checks import prepare_mask
+from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
-from keras_stable.ops.cross_entropy import _SMALLEST_NORMAL
-from keras_stable.ops.cross_entropy import sigmoid_log_probabilities
-from keras_stable.ops.cross_entropy import softmax_scores
-from keras_stable.ops.cross_entropy import warn_if_probabilities
-from keras_stable.ops.softmax import _safe_log
+from keras_stable.ops.logarithms import SMALLEST_NORMAL
+from keras_stable.ops.logarithms import safe_log
+from keras_stable.ops.probabilities import sigmoid_log_probabilities
+from keras_stable.ops.probabilities import softmax_scores
 from keras_stable.ops.softmax import shifted_logits
 
 _LOG_HALF = -0.6931471805599453
@@ -44,7 +44,7 @@ def _log_mix(w, log_a, log_b):
     m = ops.maximum(log_a, log_b)
     m = ops.stop_gradient(ops.where(ops.isfinite(m), m, ops.zeros_like(m)))
     inner = w * ops.exp(log_a - m) + (1.0 - w) * ops.exp(log_b - m)
-    normal = ops.greater_equal(inner, ops.full_like(inner, _SMALLEST_NORMAL[dtype_of(inner)]))
+    normal = ops.greater_equal(inner, ops.full_like(inner, SMALLEST_NORMAL[dtype_of(inner)]))
     mixed = m + ops.log(ops.where(normal, inner, ops.ones_like(inner)))
     direct = ops.where(ops.greater_equal(w, 0.5), log_a, log_b)
     return ops.where(normal, mixed, direct)
@@ -73,7 +73,7 @@ def _power(u, gamma, dtype):
         for _ in range(int(gamma) - 1):
             out = out * u
         return out
-    return ops.exp(gamma * ops.log(ops.maximum(u, _SMALLEST_NORMAL[dtype])))
+    return ops.exp(gamma * ops.log(ops.maximum(u, SMALLEST_NORMAL[dtype])))
 
 
 def sigmoid_focal_cross_entropy(labels, logits, gamma=2.0, alpha=None, from_logits=True):
@@ -269,7 +269,7 @@ def softmax_focal_cross_entropy(
     alpha = _class_weights(alpha, rank, axis, static_shape(logits)[axis], compute)
 
     valid, z, total, _ = shifted_logits(logits, axis, mask)
-    nonempty, log_total = _safe_log(total)
+    nonempty, log_total = ops.not_equal(total, 0), safe_log(total)
     if label_smoothing:
         n_valid = ops.sum(ops.cast(valid, compute), axis=axis, keepdims=True)
         spread = label_smoothing / ops.maximum(n_valid, 1.0)
@@ -284,7 +284,8 @@ def softmax_focal_cross_entropy(
     others = ops.logical_and(valid, ops.logical_not(dominant))
     # Their own shift: exact however far below the dominant class they lie.
     _, _, total_others, max_others = shifted_logits(z, axis, others)
-    any_others, log_total_others = _safe_log(total_others)
+    any_others = ops.not_equal(total_others, 0)
+    log_total_others = safe_log(total_others)
     log_others = ops.where(
         any_others,
         log_total_others + max_others,

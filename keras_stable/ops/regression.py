@@ -18,7 +18,7 @@ from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
-from keras_stable.ops.cross_entropy import safe_log
+from keras_stable.ops.logarithms import safe_log
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 # Stirling's series for lgamma(z), used at z >= _SHIFT (error < 1e-10 there).

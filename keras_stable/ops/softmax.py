@@ -7,6 +7,7 @@ from keras_stable.common.checks import prepare_mask
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
 from keras_stable.ops import _kernels
+from keras_stable.ops.logarithms import safe_log
 
 _NEG_INF = float("-inf")
 
@@ -71,17 +72,6 @@ def _prepare(x, axis, mask):
     return x, out_dtype, axes[0] if len(axes) == 1 else axes, mask, added
 
 
-def _safe_log(total):
-    """`log(total)`, and `-inf` with a zero gradient where `total == 0`.
-
-    `total != 0` rather than `total > 0`: a NaN logit makes the total NaN,
-    and NaN must flow on to the result, not read as an empty row.
-    """
-    nonempty = ops.not_equal(total, 0)
-    log_total = ops.log(ops.where(nonempty, total, ops.ones_like(total)))
-    return nonempty, log_total
-
-
 def logsumexp(x, axis=None, keepdims=False, mask=None):
     """`log(sum(exp(x), axis))` over the unmasked entries, without overflow.
 
@@ -136,7 +126,7 @@ def _reference_logsumexp(x, axis, mask):
     """The portable `logsumexp` (keepdims), plain autodiff: the fallback
     and the reference of `_kernels.logsumexp_kernel`."""
     valid, _, total, row_max = shifted_logits(x, axis, mask)
-    nonempty, log_total = _safe_log(total)
+    nonempty, log_total = ops.not_equal(total, 0), safe_log(total)
     out = ops.where(nonempty, log_total + row_max, ops.full_like(total, _NEG_INF))
     # A +inf logit: the value is +inf (and the gradient 0), unless NaN is
     # there too (NaN next to +inf gives NaN, as in the kernel).
@@ -210,7 +200,7 @@ def _reference_softmax(x, axis, mask):
     """The portable `softmax`, plain autodiff: the fallback and the
     reference of `_kernels.softmax_kernel`."""
     valid, z, total, _ = shifted_logits(x, axis, mask)
-    nonempty, _ = _safe_log(total)
+    nonempty = ops.not_equal(total, 0)
     safe_total = ops.where(nonempty, total, ops.ones_like(total))
     return ops.where(
         ops.logical_and(valid, nonempty),
@@ -269,5 +259,5 @@ def _reference_log_softmax(x, axis, mask):
     """The portable `log_softmax`, plain autodiff: the fallback and the
     reference of `_kernels.log_softmax_kernel`."""
     valid, z, total, _ = shifted_logits(x, axis, mask)
-    _, log_total = _safe_log(total)
+    log_total = safe_log(total)
     return ops.where(valid, z - log_total, ops.full_like(z, _NEG_INF))

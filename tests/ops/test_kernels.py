@@ -1,4 +1,4 @@
-"""The fused kernels (`keras_stable/ops/_kernels.py`) against the portable
+"""The fused kernels (`keras_stable/ops/_kernels/`) against the portable
 `keras.ops` formulation they replace, which stays the reference.
 
 The public ops run the kernels unless `KERAS_STABLE_PORTABLE` is set; each

@@ -1,0 +1,49 @@
+"""Fused forward/backward passes (private to `keras_stable.ops`).
+
+The one place where keras_stable writes gradients by hand, one module per
+kernel family, each checked in the tests against the portable `keras.ops`
+formulation (values and gradients), which stays the reference:
+
+- `norms.py`: `safe_norm`, `l2_normalize`, `cosine_similarity` (with the
+  power-of-two rescue of a sum of squares that left the range);
+- `softmax.py`: `softmax`, `log_softmax`, `logsumexp`;
+- `cross_entropy.py`: the dense `softmax_cross_entropy`;
+- `linear_cross_entropy.py`: the fused linear cross-entropy (a large
+  vocabulary one block at a time);
+- `dispatch.py`: the one backend switch (`fused`, `native_pass`,
+  `native_op`, `kernels_enabled`);
+- `torch_native.py`: PyTorch's native passes and fused cross-entropies,
+  the only module that imports torch (only when the backend is torch).
+"""
+
+from keras_stable.ops._kernels.cross_entropy import softmax_cross_entropy_kernel
+from keras_stable.ops._kernels.dispatch import fused
+from keras_stable.ops._kernels.dispatch import kernels_enabled
+from keras_stable.ops._kernels.dispatch import native_op
+from keras_stable.ops._kernels.dispatch import native_pass
+from keras_stable.ops._kernels.linear_cross_entropy import linear_cross_entropy_kernel
+from keras_stable.ops._kernels.norms import cosine_kernel
+from keras_stable.ops._kernels.norms import l2_normalize_kernel
+from keras_stable.ops._kernels.norms import norm_kernel
+from keras_stable.ops._kernels.softmax import log_softmax_kernel
+from keras_stable.ops._kernels.softmax import logsumexp_kernel
+from keras_stable.ops._kernels.softmax import softmax_kernel
+
+# The entry point's name before the package split (`_kernels.py`): kept
+# for the kernels written against it (attention).
+_fused = fused
+
+__all__ = [
+    "cosine_kernel",
+    "fused",
+    "kernels_enabled",
+    "l2_normalize_kernel",
+    "linear_cross_entropy_kernel",
+    "log_softmax_kernel",
+    "logsumexp_kernel",
+    "native_op",
+    "native_pass",
+    "norm_kernel",
+    "softmax_cross_entropy_kernel",
+    "softmax_kernel",
+]

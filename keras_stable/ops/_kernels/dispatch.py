@@ -1,0 +1,80 @@
+"""The one backend switch of the kernels.
+
+`fused` runs a kernel: a `keras.ops.custom_gradient` on TensorFlow and
+JAX, a `torch.autograd.Function` on PyTorch (`torch_native.TorchFused`,
+with the kernel's native pass where it applies). `native_pass` and
+`native_op` name what `torch_native.py` offers; off PyTorch they give
+None and `torch_native` (the only module that imports torch) is never
+imported. `kernels_enabled` is the switch to the portable formulation.
+"""
+
+import os
+
+import keras
+from keras import ops
+
+
+def kernels_enabled():
+    """Whether the public ops use the kernels of this package.
+
+    Setting the environment variable `KERAS_STABLE_PORTABLE` (to anything
+    but `""` or `"0"`) makes them run their portable `keras.ops`
+    formulation with plain autodiff instead: for A/B measurements, and for
+    JAX's forward-mode differentiation (`jax.jvp`, `jax.jacfwd`,
+    `jax.hessian`), which `keras.ops.custom_gradient` (a `jax.custom_vjp`)
+    does not support. Read at each call (at trace time when compiled).
+    """
+    return os.environ.get("KERAS_STABLE_PORTABLE", "0") in ("", "0")
+
+
+def _on_torch():
+    return keras.backend.backend() == "torch"
+
+
+def _torch_native():
+    # Imported here, not at module load: torch is imported only on torch.
+    from keras_stable.ops._kernels import torch_native
+
+    return torch_native
+
+
+def fused(forward, backward, *inputs, native=None):
+    """`forward(*inputs)[0]`, with the gradient given by `backward`.
+
+    `forward(*inputs) -> (output, saved)`; `backward(inputs, saved, output,
+    upstream) -> [gradient for each input]`. Only tensors go in `inputs`:
+    static arguments and masks are closed over. On PyTorch, `native` (a
+    `(forward, backward)` pair, see `torch_native.py` and `native_pass`)
+    runs instead where it applies.
+    """
+    if _on_torch():
+        return _torch_native().torch_fused(forward, backward, native, inputs)
+
+    @ops.custom_gradient
+    def run(*inputs):
+        output, saved = forward(*inputs)
+
+        def grad(upstream):
+            grads = backward(inputs, saved, output, upstream)
+            return grads[0] if len(grads) == 1 else tuple(grads)
+
+        return output, grad
+
+    return run(*inputs)
+
+
+def native_pass(name, *args):
+    """The native `(forward, backward)` pair of the kernel `name`
+    (`torch_native.<name>_pass(*args)`) on PyTorch; None elsewhere."""
+    if not _on_torch():
+        return None
+    return getattr(_torch_native(), f"{name}_pass")(*args)
+
+
+def native_op(name, *args):
+    """`torch_native.<name>(*args)`, a torch fused op that returns None
+    where it does not give the portable formulation's values, on PyTorch;
+    None elsewhere (the caller then runs the portable formulation)."""
+    if not _on_torch():
+        return None
+    return getattr(_torch_native(), name)(*args)
