@@ -11,6 +11,7 @@ from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
 from tests.backend_utils import to_numpy
+from tests.backend_utils import value
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 
@@ -307,3 +308,19 @@ def test_std_of_a_non_dyadic_constant_is_exactly_zero_with_a_zero_gradient(dtype
     out, (grad,) = vjp_all_modes(ops.safe_std, [_t(single, dtype)], dtype=dtype)
     assert out == 0.0
     np.testing.assert_array_equal(grad, 0.0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_distances_of_compile_time_constants(mode):
+    """Rows closed over by a compiled function are constants to XLA, whose
+    simplifier may rewrite the rescue's `(c d)**2` as `d**2 c**2` (inf * 0)."""
+    x = _rows(duplicates=True)
+    x[0] *= 1e30
+    x[2] = 0.0
+    x[5] = x[0]
+    x[6] *= 1e-30
+    for squared in (False, True):
+        out = value(lambda s=squared: ops.pairwise_distance(x, squared=s), [], mode=mode)
+        with np.errstate(over="ignore"):
+            expected = ref.pairwise_distance(x, squared=squared).astype("float32")
+        assert_close(out, expected)
