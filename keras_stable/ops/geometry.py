@@ -35,11 +35,13 @@ def _reference_pairwise(a, b, squared):
     and the reference of `_kernels_pairwise.pairwise_kernel`. It holds the
     `[n, m, features]` differences: `safe_norm` of each difference vector
     (exact, scaled by its largest entry, a zero gradient where the rows
-    coincide)."""
+    coincide), or the sum of their squares."""
     b = a if b is None else b
     diff = ops.expand_dims(a, 1) - ops.expand_dims(b, 0)
-    dist = safe_norm(diff, axis=-1)
-    return ops.square(dist) if squared else dist
+    if squared:
+        # Gradient 2 d, 0 for coincident rows; no square root.
+        return ops.sum(ops.square(diff), axis=-1)
+    return safe_norm(diff, axis=-1)
 
 
 def pairwise_distance(x, y=None, squared=False):
