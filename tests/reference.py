@@ -423,3 +423,64 @@ def r2_score(y_true, y_pred, weights=None, multioutput="uniform_average"):
     if multioutput == "variance_weighted" and np.any(denominator != 0):
         return float(np.average(scores, weights=denominator))
     return float(np.mean(scores))
+
+
+# --- float64 gradients (vector-Jacobian products) of the geometry ops ---------
+
+
+def safe_norm_grad(x, g, axis=-1):
+    """`g * x / ||x||` (0 at the zero vector), `g` of the reduced shape."""
+    x = _f64(x)
+    n = safe_norm(x, axis=axis, keepdims=True)
+    g = np.expand_dims(_f64(g), axis)
+    return np.where(n > 0, g * x / np.where(n > 0, n, 1.0), 0.0)
+
+
+def l2_normalize_grad(x, g, axis=-1):
+    """`(g - u sum(g u)) / ||x||` (0 at the zero vector)."""
+    x, g = _f64(x), _f64(g)
+    n = safe_norm(x, axis=axis, keepdims=True)
+    u = l2_normalize(x, axis)
+    safe = np.where(n > 0, n, 1.0)
+    return np.where(n > 0, (g - u * np.sum(g * u, axis=axis, keepdims=True)) / safe, 0.0)
+
+
+def cosine_similarity_grad(x1, x2, g, axis=-1):
+    """`g (u2 - cos u1) / ||x1||` and symmetrically (0 for a zero vector)."""
+    x1, x2 = _f64(x1), _f64(x2)
+    cos = np.expand_dims(cosine_similarity(x1, x2, axis), axis)
+    g = np.expand_dims(_f64(g), axis)
+    u1, u2 = l2_normalize(x1, axis), l2_normalize(x2, axis)
+    n1 = safe_norm(x1, axis=axis, keepdims=True)
+    n2 = safe_norm(x2, axis=axis, keepdims=True)
+    d1 = np.where(n1 > 0, g * (u2 - cos * u1) / np.where(n1 > 0, n1, 1.0), 0.0)
+    d2 = np.where(n2 > 0, g * (u1 - cos * u2) / np.where(n2 > 0, n2, 1.0), 0.0)
+    return d1, d2
+
+
+def safe_std_grad(x, g, axis=-1):
+    """`g (x - mean) / (n std)` (0 for a constant slice)."""
+    x = _f64(x)
+    dev = x - np.mean(x, axis=axis, keepdims=True)
+    std = np.std(x, axis=axis, keepdims=True)
+    g = np.expand_dims(_f64(g), axis)
+    count = x.shape[axis]
+    return np.where(std > 0, g * dev / (count * np.where(std > 0, std, 1.0)), 0.0)
+
+
+def pairwise_distance_grad(x, y, g, squared=False):
+    """The gradients of `sum(g * pairwise_distance(x, y, squared))` for `x`
+    and `y` (`y=None`: one gradient, for `x`); 0 for coincident rows."""
+    same = y is None
+    x = _f64(x)
+    y = x if same else _f64(y)
+    diff = x[:, None, :] - y[None, :, :]
+    g = _f64(g)
+    if squared:
+        weighted = 2.0 * g[..., None] * diff
+    else:
+        dist = np.sqrt(np.sum(diff**2, axis=-1))
+        unit = np.where(dist[..., None] > 0, diff / np.where(dist > 0, dist, 1.0)[..., None], 0.0)
+        weighted = g[..., None] * unit
+    gx, gy = weighted.sum(axis=1), -weighted.sum(axis=0)
+    return gx + gy if same else (gx, gy)

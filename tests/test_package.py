@@ -2,6 +2,7 @@
 pull TensorFlow in unless the TensorFlow backend is in use."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -44,6 +45,21 @@ PUBLIC_OPS = [
 def test_version():
     assert isinstance(keras_stable.__version__, str)
     assert keras_stable.__version__.count(".") == 2
+
+
+def test_version_is_the_changelogs_latest():
+    """One version: `keras_stable.__version__` (setup.cfg reads it), the
+    first release heading of CHANGELOG.md (`## 0.2.0`, or `## Unreleased
+    (0.2.0)` before the release)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "CHANGELOG.md"), encoding="utf-8") as f:
+        headings = [line for line in f if line.startswith("## ")]
+    assert headings, "CHANGELOG.md has no `## <version>` heading"
+    latest = re.search(r"\d+\.\d+\.\d+", headings[0])
+    assert latest, f"no version in CHANGELOG.md's first heading: {headings[0]!r}"
+    assert latest.group(0) == keras_stable.__version__
+    with open(os.path.join(root, "setup.cfg"), encoding="utf-8") as f:
+        assert "version = attr: keras_stable.__version__" in f.read()
 
 
 def test_ops_contract_names():

@@ -5,6 +5,11 @@ Prints the report and exits with 0 when no value or gradient is NaN or inf,
 1 when the audit found a trap, and 2 on bad input (a file that does not
 load, data that does not fit the model, an unknown backend), with a
 one-line error on stderr and no traceback.
+
+`python -m keras_stable.audit --explain TRAP` prints the page a finding of
+`TRAP` points to (a trap id such as `norm_at_zero`, or a page name such as
+`distances`), as installed with the package, and exits with 0 (2 for an
+unknown name).
 """
 
 import argparse
@@ -19,8 +24,11 @@ from keras_stable.audit.core import audit
 from keras_stable.audit.data import AuditInputError
 from keras_stable.audit.data import _first_line
 from keras_stable.audit.data import load_batch
+from keras_stable.audit.pages import page_names
+from keras_stable.audit.pages import page_text
 from keras_stable.audit.probes import PROBES
 from keras_stable.audit.report import MODES
+from keras_stable.audit.report import TRAPS
 
 BACKENDS = ("tensorflow", "jax", "torch")
 PROG = "python -m keras_stable.audit"
@@ -46,8 +54,17 @@ def _parser():
             "such files. Exit status: 0 clean, 1 a trap was found, 2 bad input."
         ),
     )
-    parser.add_argument("model", help="the model, a .keras file")
-    parser.add_argument("--data", required=True, help="the batch, a .npz file")
+    parser.add_argument("model", nargs="?", help="the model, a .keras file")
+    parser.add_argument("--data", help="the batch, a .npz file (required with a model)")
+    parser.add_argument(
+        "--explain",
+        metavar="TRAP",
+        default=None,
+        help=(
+            "print the page that explains TRAP (a trap id of the report, e.g. "
+            "norm_at_zero, or a page: " + ", ".join(page_names()) + ") and exit"
+        ),
+    )
     parser.add_argument(
         "--stress",
         nargs="?",
@@ -180,10 +197,32 @@ def _error(message):
     return EXIT_BAD_INPUT
 
 
+def _explain(name):
+    """`--explain`: the page's text on stdout (0), or an error (2)."""
+    try:
+        text = page_text(name)
+    except KeyError:
+        known = ", ".join(sorted(t for t in TRAPS if t != "unknown") + page_names())
+        return _error(f"--explain: unknown trap or page {name!r}; expected one of {known}")
+    text = text if text.endswith("\n") else text + "\n"
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:  # a console that cannot show `×`: replace it
+        encoding = sys.stdout.encoding or "ascii"
+        sys.stdout.write(text.encode(encoding, "replace").decode(encoding))
+    return EXIT_CLEAN
+
+
 def main(argv=None):
     """Runs the command line; returns the exit status (0, 1 or 2)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.explain is not None:
+        return _explain(args.explain)
+    if args.model is None or args.data is None:
+        # argparse's own usage error (exit status 2, as for bad input).
+        parser.error("the following arguments are required: model, --data")
     try:
         stress = _stress(args.stress)
         modes = _modes(args.modes)

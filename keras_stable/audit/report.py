@@ -2,50 +2,54 @@
 
 import dataclasses
 
+from keras_stable.audit.pages import reference
+
 # One entry per trap the audit can name: what it is, the keras_stable
-# replacement for a layer, for a loss, and the page that explains it.
+# replacement for a layer, for a loss, and the page that explains it (a
+# file of `keras_stable/audit/pages/`, shipped with the package: a copy of
+# `docs/traps/` and `docs/symptoms.md`).
 TRAPS = {
     "norm_at_zero": {
         "title": "norm or sqrt at zero: the gradient x / ||x|| is 0/0",
         "fix": "keras_stable.ops.safe_norm / layers.SafeNorm",
         "loss_fix": "keras_stable.losses.MaskedMultiTaskDistance / ops.safe_norm",
-        "doc": "docs/traps/norm-at-zero.md",
+        "doc": "norm-at-zero.md",
     },
     "exp_overflow": {
         "title": "exp of a large input overflows to inf",
         "fix": "keras_stable.ops.logsumexp / ops.softmax / layers.StableSoftmax",
         "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy (on the logits)",
-        "doc": "docs/traps/softmax-overflow.md",
+        "doc": "softmax-overflow.md",
     },
     "unshifted_softmax": {
         "title": "hand-written exp(s) / sum(exp(s)): inf / inf",
         "fix": "keras_stable.ops.softmax / layers.StableSoftmax",
         "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy (on the logits)",
-        "doc": "docs/traps/softmax-overflow.md",
+        "doc": "softmax-overflow.md",
     },
     "zero_times_inf": {
         "title": "masking by multiplication: 0 x NaN and 0 x inf are NaN",
         "fix": "keras_stable.ops.masked_task_distance (double where)",
         "loss_fix": "keras_stable.losses.MaskedMultiTaskDistance (NaN labels are missing)",
-        "doc": "docs/traps/masking.md",
+        "doc": "masking.md",
     },
     "fully_masked_row": {
         "title": "a fully masked row: softmax of all -inf is 0/0",
         "fix": "keras_stable.ops.softmax(mask=...) / layers.StableSoftmax",
         "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy",
-        "doc": "docs/traps/masking.md",
+        "doc": "masking.md",
     },
     "epsilon_underflow": {
         "title": "an epsilon that rounds to 0 in half precision",
         "fix": "keras_stable.ops.safe_norm / ops.safe_sqrt (no epsilon, float32 inside)",
         "loss_fix": "keras_stable.losses (computed in float32)",
-        "doc": "docs/traps/half-precision.md",
+        "doc": "half-precision.md",
     },
     "unknown": {
         "title": "not one of the known traps",
         "fix": "see docs/symptoms.md",
         "loss_fix": "see docs/symptoms.md",
-        "doc": "docs/symptoms.md",
+        "doc": "symptoms.md",
     },
 }
 
@@ -191,8 +195,11 @@ def format_report(report):
         for n, group in enumerate(groups, 1):
             detail = group[0].detail or "no further evidence"
             lines.append(f"{n}. {group[0].layer}, {group[0].stage}: {detail}")
-        docs = sorted({TRAPS[f.trap]["doc"] for f in report.findings})
-        lines += ["", "Read: " + ", ".join(docs)]
+        # One reference per page (two traps can share one), in page order.
+        first = {}
+        for f in report.findings:
+            first.setdefault(TRAPS[f.trap]["doc"], f.trap)
+        lines += ["", "Read: " + ", ".join(reference(first[doc]) for doc in sorted(first))]
     if report.notes:
         lines.append("")
         lines += [f"note: {note}" for note in report.notes]

@@ -1,5 +1,6 @@
 """Pairwise distances and standard deviations with clean gradients."""
 
+import keras
 from keras import ops
 
 from keras_stable.common.checks import check_axis
@@ -9,13 +10,11 @@ from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
+from keras_stable.ops import _kernels
 from keras_stable.ops.norms import moderate_scale
+from keras_stable.ops.norms import safe_norm
 from keras_stable.ops.norms import safe_sqrt
 from keras_stable.ops.norms import scaled_by
-
-# Features per step of the exact (forward-only) distance loop: the loop
-# holds one `[n, m, _CHUNK]` block at a time, never `[n, m, dim]`.
-_CHUNK = 16
 
 
 def _check_rows(x, name):
@@ -29,63 +28,19 @@ def _check_rows(x, name):
     return shape
 
 
-def _centre_and_scale(z):
-    """A per-feature centre and a scalar scale of the finite entries of `z`.
-
-    Distances do not change when every row is shifted by the same vector,
-    and scale with a common factor, so both are held constant (no
-    gradient). The centre is the midrange of each feature, `hi/2 + lo/2`
-    (no overflow), which minimises the largest centred entry; the scale is
-    that largest entry where it is out of the moderate range (so the
-    centred, scaled entries lie in [-1, 1]), else 1: neither the squares nor
-    the Gram matrix can overflow, and the expansion `|a|^2 + |b|^2 - 2 a.b`
-    loses no digits to a common offset.
-    Non-finite entries take no part (they stay visible in their own rows).
-    """
-    finite = ops.isfinite(z)
-    inf = ops.full_like(z, float("inf"))
-    hi = ops.max(ops.where(finite, z, -inf), axis=0, keepdims=True)
-    lo = ops.min(ops.where(finite, z, inf), axis=0, keepdims=True)
-    seen = ops.greater_equal(hi, lo)  # some finite entry in the feature
-    centre = ops.where(seen, 0.5 * hi + 0.5 * lo, ops.zeros_like(hi))
-    centre = ops.stop_gradient(centre)
-    dev = ops.where(finite, ops.abs(z - centre), ops.zeros_like(z))
-    return centre, moderate_scale(ops.max(dev))
-
-
-def _exact_squared_distances(a, b):
-    """`sum((a_i - b_j)**2)` by explicit differences, `_CHUNK` features at a
-    time (no gradient: the caller differentiates the expansion instead).
-
-    This is the value: exact to float rounding for any pair, exactly 0 for
-    coincident rows (the difference is 0 entry by entry), which the
-    expansion `|a|^2 + |b|^2 - 2 a.b` is not (its rounding error is
-    `~eps * (|a|^2 + |b|^2)`: where the squared norms and the Gram matrix
-    are summed in different orders, two equal rows can come out at
-    `+-1e-7`, a distance of `3e-4` instead of 0).
-    """
-    a = ops.stop_gradient(a)
-    b = ops.stop_gradient(b)
-    features = static_shape(a)[1]
-    blocks = -(-features // _CHUNK)
-    pad = blocks * _CHUNK - features
-    if pad:
-        # Zero features add nothing to a squared difference.
-        a = ops.pad(a, [[0, 0], [0, pad]])
-        b = ops.pad(b, [[0, 0], [0, pad]])
-    a = ops.reshape(a, (-1, blocks, _CHUNK))
-    b = ops.reshape(b, (-1, blocks, _CHUNK))
-
-    def body(i, total):
-        a_i = ops.take(a, i, axis=1)  # [n, _CHUNK]
-        b_i = ops.take(b, i, axis=1)  # [m, _CHUNK]
-        diff = ops.expand_dims(a_i, 1) - ops.expand_dims(b_i, 0)
-        return total + ops.sum(ops.square(diff), axis=-1)
-
-    first = body(0, 0.0)
-    if blocks == 1:
-        return first
-    return ops.fori_loop(1, blocks, body, first)
+def _reference_pairwise(a, b, squared):
+    """The portable `pairwise_distance` of float rows (`b=None`: `a`), plain
+    autodiff: the fallback (`KERAS_STABLE_PORTABLE`, JAX's forward mode)
+    and the reference of `_kernels.pairwise_kernel`. It holds the
+    `[n, m, features]` differences: `safe_norm` of each difference vector
+    (exact, scaled by its largest entry, a zero gradient where the rows
+    coincide), or the sum of their squares."""
+    b = a if b is None else b
+    diff = ops.expand_dims(a, 1) - ops.expand_dims(b, 0)
+    if squared:
+        # Gradient 2 d, 0 for coincident rows; no square root.
+        return ops.sum(ops.square(diff), axis=-1)
+    return safe_norm(diff, axis=-1)
 
 
 def pairwise_distance(x, y=None, squared=False):
@@ -115,20 +70,24 @@ def pairwise_distance(x, y=None, squared=False):
         (`1e4 + noise`) swamps the distances, and coincident rows can come
         out at `sqrt(round-off)` instead of 0.
 
-        Here the rows are first centred and scaled by constants (distances
-        are translation invariant and homogeneous; the constants carry no
-        gradient), so nothing overflows - inputs around `1e30` give their
-        exact distances - and the expansion keeps its digits. The value
-        is the exact sum of squared differences, computed a few features
-        at a time (memory `O(n m)`, no `[n, m, features]` tensor) without
-        gradient; the gradient is that of the expansion (matrix products
-        again, memory `O(n m)`). Negative round-off is clamped at 0, and
-        the square root goes through the double-where pattern: coincident
-        rows (the diagonal of `pairwise_distance(x)` included) get
-        exactly 0 and a gradient of exactly 0. float16/bfloat16 are
-        computed in float32. A NaN entry gives NaN in its own row (or
-        column) of the output, an infinite entry `inf` or NaN; gradients
-        are only promised for finite inputs.
+        Here every distance is summed over the explicit differences
+        `x_i - y_j` (one rounding each), a few features at a time (memory
+        `O(n m)`, no `[n, m, features]` tensor), and a pair whose sum of
+        squares overflowed or underflowed is summed again scaled by an
+        exact power of two of its own (`||d|| = ||c d|| / c`, a second
+        pass that runs only when some pair needs it): every distance is
+        exact wherever it is representable, whatever the other rows hold
+        (rows around `1e20` next to ordinary ones, `1e-30` next to `1e30`),
+        and exactly 0 for coincident rows. The gradient is the closed form
+        `sum_j (x_i - y_j) g_ij / ||x_i - y_j||`, by explicit differences
+        again (memory `O(n m)`): exact to float32 round-off also for
+        near-coincident rows, where the expansion's gradient cancels
+        (`eps * |x| / ||x_i - y_j||`), and exactly 0 for coincident rows
+        (the diagonal of `pairwise_distance(x)` included). It runs as a
+        fused kernel (see "Fused kernels" in `docs/design.md`).
+        float16/bfloat16 are computed in float32. A NaN entry gives NaN in
+        its own row (or column) of the output, an infinite entry `inf` or
+        NaN; gradients are only promised for finite inputs.
 
     Example:
 
@@ -146,9 +105,9 @@ def pairwise_distance(x, y=None, squared=False):
     x = ops.convert_to_tensor(x)
     x_shape = _check_rows(x, "x")
     if y is None:
-        x, out_dtype = to_compute(x)
-        a = b = x
-        both = x
+        a, out_dtype = to_compute(x)
+        b = None
+        dtypes = (dtype_of(x),)
     else:
         y = ops.convert_to_tensor(y)
         y_shape = _check_rows(y, "y")
@@ -157,44 +116,24 @@ def pairwise_distance(x, y=None, squared=False):
                 "`x` and `y` must have the same number of features, got "
                 f"x.shape={x_shape} and y.shape={y_shape}."
             )
-        out_dtype = result_float_dtype(dtype_of(x), dtype_of(y))
-        compute = compute_dtype_of(dtype_of(x), dtype_of(y))
+        dtypes = (dtype_of(x), dtype_of(y))
+        out_dtype = result_float_dtype(*dtypes)
+        compute = compute_dtype_of(*dtypes)
         a = ops.cast(x, compute)
         b = ops.cast(y, compute)
-        both = ops.concatenate([a, b], axis=0)
+    m = x_shape[0] if y is None else y_shape[0]
+    if any(keras.utils.is_keras_tensor(t) for t in (x, y)):
+        # A symbolic input (`keras.Input`): only the shape is asked for.
+        return keras.KerasTensor((x_shape[0], m), dtype=out_dtype)
     if x_shape[1] == 0:
-        return ops.zeros((ops.shape(a)[0], ops.shape(b)[0]), out_dtype)
-    centre, scale = _centre_and_scale(both)
-    a_c = scaled_by(a - centre, scale)
-    b_c = a_c if y is None else scaled_by(b - centre, scale)
-    # The differentiable expansion (matrix products only, on the centred
-    # rows) ...
-    gram = ops.matmul(a_c, ops.transpose(b_c))
-    a_sq = ops.sum(ops.square(a_c), axis=1, keepdims=True)
-    b_sq = a_sq if y is None else ops.sum(ops.square(b_c), axis=1, keepdims=True)
-    expanded = a_sq + ops.transpose(b_sq) - 2.0 * gram
-    # ... carries the exact value: value(expanded + c) = exact and
-    # d(expanded + c) = d(expanded) with c = stop_gradient(exact - expanded).
-    # The exact differences are taken on the rows as given (one rounding
-    # per difference; the centring would add one), scaled like the rest.
-    a_s = scaled_by(a, scale)
-    b_s = a_s if y is None else scaled_by(b, scale)
-    exact = _exact_squared_distances(a_s, b_s)
-    finite = ops.logical_and(ops.isfinite(expanded), ops.isfinite(exact))
-    corrected = expanded + ops.stop_gradient(
-        ops.where(finite, exact - expanded, ops.zeros_like(exact))
-    )
-    sq = ops.where(finite, corrected, ops.stop_gradient(exact))
-    if squared:
-        # Clamp round-off at 0 (NaN stays NaN); the gradient there is 0.
-        positive = ops.greater(sq, 0)
-        keep = ops.logical_or(positive, ops.isnan(sq))
-        # Two products: `scale**2` itself overflows for scales above 1.8e19
-        # (and 0 * inf = NaN), while a true squared distance below the
-        # float32 maximum never does.
-        out = (ops.where(keep, sq, ops.zeros_like(sq)) * scale) * scale
+        rows = ops.shape(a)[0] if b is None else ops.shape(b)[0]
+        return ops.zeros((ops.shape(a)[0], rows), out_dtype)
+    if _kernels.kernels_enabled():
+        # float16 rows: differences and their squares stay in range.
+        rescue = any(dtype != "float16" for dtype in dtypes)
+        out = _kernels.pairwise_kernel(a, b, squared, rescue)
     else:
-        out = safe_sqrt(sq) * scale
+        out = _reference_pairwise(a, b, squared)
     return ops.cast(out, out_dtype)
 
 
@@ -219,9 +158,12 @@ def safe_std(x, axis=None, keepdims=False):
         Pearson-correlation loss). Here the square root goes through the
         double-where pattern (`safe_sqrt`): the value is exactly 0 and the
         gradient exactly 0 there, and elsewhere the gradient is the exact
-        `(x - mean) / (n std)`. The mean is computed first and the
-        deviations squared after (two passes, no `E[x^2] - E[x]^2`
-        cancellation); a slice with entries above `2**50` (or all below
+        `(x - mean) / (n std)`. The slice is first centred at its
+        midrange (a constant without gradient), so a constant slice has
+        deviations of exactly 0 whatever its value (its computed mean can
+        be a rounding off: -123.456 everywhere gave 7.6e-6), then the
+        mean is computed and the deviations squared after (two passes, no
+        `E[x^2] - E[x]^2` cancellation); a slice with entries above `2**50` (or all below
         `2**-50`) is scaled by its largest magnitude first (a constant
         without gradient), so entries near the float32 maximum give their
         exact standard deviation instead of `inf`.
@@ -241,9 +183,23 @@ def safe_std(x, axis=None, keepdims=False):
     if not axes:
         # Each entry is a slice of its own: its deviation is 0 (NaN stays).
         return ops.cast(x - x, out_dtype)
-    abs_x = ops.where(ops.isfinite(x), ops.abs(x), ops.zeros_like(x))
-    scale = moderate_scale(ops.max(abs_x, axis=axes, keepdims=True))
-    t = scaled_by(x, scale)
+    # The finite entries' extremes: the scale (their largest magnitude) and
+    # the centre (their midrange, `hi/2 + lo/2`, no overflow), constants
+    # without gradient (the deviation is shift invariant). A constant
+    # slice is its own midrange exactly, so its deviations are exactly 0,
+    # whereas its computed mean can be off by a rounding (every entry
+    # -123.456: 7.6e-6).
+    finite = ops.isfinite(x)
+    inf = ops.full_like(x, float("inf"))
+    hi = ops.max(ops.where(finite, x, -inf), axis=axes, keepdims=True)
+    lo = ops.min(ops.where(finite, x, inf), axis=axes, keepdims=True)
+    seen = ops.greater_equal(hi, lo)  # some finite entry in the slice
+    zeros = ops.zeros_like(hi)
+    hi, lo = ops.where(seen, hi, zeros), ops.where(seen, lo, zeros)
+    scale = moderate_scale(ops.maximum(ops.abs(hi), ops.abs(lo)))
+    t_hi, t_lo = scaled_by(hi, scale), scaled_by(lo, scale)
+    centre = ops.stop_gradient(0.5 * t_hi + 0.5 * t_lo)
+    t = scaled_by(x, scale) - centre
     dev = t - ops.mean(t, axis=axes, keepdims=True)
     variance = ops.mean(ops.square(dev), axis=axes, keepdims=True)
     std = safe_sqrt(variance) * scale

@@ -303,7 +303,10 @@ def test_report_table_and_dict():
     assert text.splitlines()[0].startswith(f"keras_stable audit on {BACKEND}: 1 finding")
     for column in ("layer", "stage", "mode", "probe", "trap", "fix"):
         assert column in text
-    assert "unshifted_softmax" in text and "docs/traps/softmax-overflow.md" in text
+    assert "unshifted_softmax" in text
+    # The page as installed: its title and the command that prints it.
+    assert 'Read: "Hand-written softmax" (python -m keras_stable.audit --explain' in text
+    assert "docs/traps" not in text
     as_dict = report.as_dict()
     assert as_dict["ok"] is False
     assert as_dict["findings"][0]["trap"] == "unshifted_softmax"

@@ -11,6 +11,7 @@ from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
 from tests.backend_utils import to_numpy
+from tests.backend_utils import value
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 
@@ -227,3 +228,99 @@ def test_safe_std_gradient_and_extremes():
     assert to_numpy(ops.safe_std(np.float32(2.0))) == 0.0
     with pytest.raises(ValueError, match="axis"):
         ops.safe_std(np.zeros((2, 3), "float32"), axis=2)
+
+
+# --- issue 25: mixed scales, near-coincident rows, non-dyadic constants ----------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_rows_of_1e20_leave_the_ordinary_distances_exact(dtype):
+    """A single global scale (the largest row) pushed the ordinary rows'
+    squared differences into underflow: 0.0 instead of 2.72."""
+    x = _rows(duplicates=False)
+    x[0] *= 1e20
+    x[6] = x[6] * 3e19 + 1e20
+    y = np.concatenate([x[1:3], x[:1] * 0.5])
+    x, y = _rounded(x, dtype), _rounded(y, dtype)
+    for args, wrt in (([x], (0,)), ([x, y], (0, 1))):
+        for squared in (False, True):
+            out, grads = vjp_all_modes(
+                lambda *a, s=squared: ops.pairwise_distance(*a, squared=s),
+                [_t(a, dtype) for a in args],
+                wrt=wrt,
+                dtype=dtype,
+            )
+            expected = ref.pairwise_distance(*args, squared=squared)
+            with np.errstate(over="ignore"):
+                expected = _rounded(expected.astype("float32"), dtype)  # inf past the max
+            assert_close(out, expected, dtype)
+            assert out[1, 2] > 0 and out[2, 1 if len(args) == 1 else 0] > 0
+            if not squared:
+                cot = np.ones(out.shape)
+                want = ref.pairwise_distance_grad(
+                    *args[:1], args[1] if len(args) > 1 else None, cot
+                )
+                for got, exp in zip(grads, want if len(args) > 1 else [want]):
+                    assert_close(got, exp, dtype, tol=(2e-5, 1e-6) if dtype == "float32" else None)
+
+
+def test_near_coincident_rows_have_float32_exact_gradients():
+    """The gradient of the expansion |a|^2 + |b|^2 - 2 a.b cancels for
+    near-coincident rows: `eps * |a| / ||a - b||`, 3e-5 relative here."""
+    rng = np.random.default_rng(7)
+    a = (rng.normal(size=(4, 8)) * 3).astype("float32")
+    b = (a + 1e-3 * rng.normal(size=(4, 8))).astype("float32")
+    cot = rng.normal(size=(4, 4)).astype("float32")
+    for squared in (False, True):
+        _, (ga, gb) = vjp_all_modes(
+            lambda x, y, s=squared: ops.pairwise_distance(x, y, squared=s),
+            [a, b],
+            wrt=(0, 1),
+            cotangent=cot,
+        )
+        ea, eb = ref.pairwise_distance_grad(a, b, cot, squared=squared)
+        for got, exp in ((ga, ea), (gb, eb)):
+            assert np.max(np.abs(got - exp)) <= 2e-6 * np.max(np.abs(exp))
+    _, (gx,) = vjp_all_modes(ops.pairwise_distance, [np.concatenate([a, b])], cotangent=None)
+    ex = ref.pairwise_distance_grad(np.concatenate([a, b]), None, np.ones((8, 8)))
+    assert np.max(np.abs(gx - ex)) <= 2e-6 * np.max(np.abs(ex))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_std_of_a_non_dyadic_constant_is_exactly_zero_with_a_zero_gradient(dtype):
+    """Every entry -123.456: the computed mean is a rounding off the value,
+    which gave 7.6e-6 (and a gradient that is not 0)."""
+    x = np.full((3, 7, 5), -123.456, "float32")
+    x[1] = 1e-3 * np.arange(35).reshape(7, 5) + 0.1  # not constant
+    for axis in (-1, (1, 2), None):
+        fn = lambda v, a=axis: ops.safe_std(v, axis=a)  # noqa: E731
+        out, (grad,) = vjp_all_modes(fn, [_t(x, dtype)], dtype=dtype)
+        constant = np.zeros_like(x, bool)
+        constant[[0, 2]] = True
+        if axis is None:
+            assert_close(out, ref.safe_std(_rounded(x, dtype)), dtype)
+            continue
+        out = np.asarray(out)
+        np.testing.assert_array_equal(out[[0, 2]], 0.0)
+        np.testing.assert_array_equal(grad[constant], 0.0)
+        assert_close(out, ref.safe_std(_rounded(x, dtype), axis=axis), dtype)
+    single = np.full(6, -123.456, "float32")
+    out, (grad,) = vjp_all_modes(ops.safe_std, [_t(single, dtype)], dtype=dtype)
+    assert out == 0.0
+    np.testing.assert_array_equal(grad, 0.0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_distances_of_compile_time_constants(mode):
+    """Rows closed over by a compiled function are constants to XLA, whose
+    simplifier may rewrite the rescue's `(c d)**2` as `d**2 c**2` (inf * 0)."""
+    x = _rows(duplicates=True)
+    x[0] *= 1e30
+    x[2] = 0.0
+    x[5] = x[0]
+    x[6] *= 1e-30
+    for squared in (False, True):
+        out = value(lambda s=squared: ops.pairwise_distance(x, squared=s), [], mode=mode)
+        with np.errstate(over="ignore"):
+            expected = ref.pairwise_distance(x, squared=squared).astype("float32")
+        assert_close(out, expected)

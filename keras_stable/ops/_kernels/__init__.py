@@ -10,6 +10,8 @@ formulation (values and gradients), which stays the reference:
 - `cross_entropy.py`: the dense `softmax_cross_entropy`;
 - `linear_cross_entropy.py`: the fused linear cross-entropy (a large
   vocabulary one block at a time);
+- `pairwise.py`: `pairwise_distance` (explicit differences, a per-pair
+  rescue, the closed-form gradient);
 - `dispatch.py`: the one backend switch (`fused`, `native_pass`,
   `native_op`, `kernels_enabled`);
 - `torch_native.py`: PyTorch's native passes and fused cross-entropies,
@@ -25,6 +27,7 @@ from keras_stable.ops._kernels.linear_cross_entropy import linear_cross_entropy_
 from keras_stable.ops._kernels.norms import cosine_kernel
 from keras_stable.ops._kernels.norms import l2_normalize_kernel
 from keras_stable.ops._kernels.norms import norm_kernel
+from keras_stable.ops._kernels.pairwise import pairwise_kernel
 from keras_stable.ops._kernels.softmax import log_softmax_kernel
 from keras_stable.ops._kernels.softmax import logsumexp_kernel
 from keras_stable.ops._kernels.softmax import softmax_kernel
@@ -44,6 +47,7 @@ __all__ = [
     "native_op",
     "native_pass",
     "norm_kernel",
+    "pairwise_kernel",
     "softmax_cross_entropy_kernel",
     "softmax_kernel",
 ]
