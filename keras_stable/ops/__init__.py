@@ -6,6 +6,7 @@ in float32, and compiles under XLA. Nothing here imports the layers, losses
 or metrics.
 """
 
+from keras_stable.ops.attention import dot_product_attention
 from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
@@ -37,6 +38,7 @@ from keras_stable.ops.softmax import softmax
 __all__ = [
     "contrastive_loss",
     "cosine_similarity",
+    "dot_product_attention",
     "gaussian_nll",
     "info_nce_loss",
     "kl_divergence",
