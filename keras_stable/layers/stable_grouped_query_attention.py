@@ -79,7 +79,7 @@ class StableGroupedQueryAttention(keras.layers.GroupQueryAttention):
     ...     head_dim=4, num_query_heads=4, num_key_value_heads=2
     ... )
     >>> out, scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
-    >>> out.shape, scores.shape
+    >>> tuple(out.shape), tuple(scores.shape)
     ((1, 4, 8), (1, 4, 4, 4))
     >>> keras.ops.convert_to_numpy(scores)[0, 0, :2]  # the padded rows
     array([[0., 0., 0., 0.],

@@ -76,7 +76,7 @@ class StableMultiHeadAttention(keras.layers.MultiHeadAttention):
     >>> x = keras.layers.Embedding(4, 8, mask_zero=True)(tokens)
     >>> layer = StableMultiHeadAttention(num_heads=2, key_dim=4)
     >>> out, scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
-    >>> out.shape, scores.shape
+    >>> tuple(out.shape), tuple(scores.shape)
     ((1, 4, 8), (1, 2, 4, 4))
     >>> keras.ops.convert_to_numpy(scores)[0, 0, 0]  # the padded row
     array([0., 0., 0., 0.], dtype=float32)
