@@ -484,3 +484,33 @@ def pairwise_distance_grad(x, y, g, squared=False):
         weighted = g[..., None] * unit
     gx, gy = weighted.sum(axis=1), -weighted.sum(axis=0)
     return gx + gy if same else (gx, gy)
+def dot_product_attention(
+    q, k, v, bias=None, mask=None, scale=None, is_causal=False, soft_cap=None
+):
+    """float64 attention from the definition: `(B, T, N, H)` queries,
+    `(B, S, K, H)` keys and values, query head `n` reads key head
+    `n // (N // K)`; a row with no allowed key gives 0."""
+    q, k, v = _f64(q), _f64(k), _f64(v)
+    b, t, n, h = q.shape
+    s, kv = k.shape[1], k.shape[2]
+    heads = np.arange(n) // (n // kv)
+    k, v = k[:, :, heads], v[:, :, heads]  # (B, S, N, H)
+    scale = 1.0 / math.sqrt(h) if scale is None else scale
+    logits = np.einsum("btnh,bsnh->bnts", q, k) * scale
+    if soft_cap is not None:
+        logits = soft_cap * np.tanh(logits / soft_cap)
+    allowed = np.ones(logits.shape, bool)
+    if bias is not None:
+        logits = logits + _f64(bias)
+        allowed = allowed & (logits != NEG_INF)
+    if mask is not None:
+        allowed = allowed & np.broadcast_to(np.asarray(mask, bool), logits.shape)
+    if is_causal:
+        allowed = allowed & np.tril(np.ones((t, s), bool))
+    masked = np.where(allowed, logits, NEG_INF)
+    m = masked.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.where(allowed, np.exp(np.where(allowed, logits - m, 0.0)), 0.0)
+    total = e.sum(-1, keepdims=True)
+    p = e / np.where(total > 0, total, 1.0)
+    return np.einsum("bnts,bsnh->btnh", p, v)

@@ -39,6 +39,7 @@ PUBLIC_OPS = [
     "sigmoid_focal_cross_entropy",
     "softmax_focal_cross_entropy",
     "linear_softmax_cross_entropy",
+    "dot_product_attention",
 ]
 
 

@@ -519,6 +519,52 @@ def plot_distances():
     plt.close(fig)
 
 
+def plot_attention():
+    """Per query row of a causal, left-padded sequence (keys 0-2 padded):
+    the output and the query gradient of Keras's attention (padding as a
+    boolean mask, and as a -inf bias) and of keras_stable's."""
+    rng = np.random.default_rng(0)
+    t, h = 8, 4
+    q = rng.normal(size=(1, t, 1, h)).astype("float32")
+    k = rng.normal(size=(1, t, 1, h)).astype("float32")
+    v = rng.normal(size=(1, t, 1, h)).astype("float32")
+    pad = np.ones((1, 1, 1, t), bool)
+    pad[..., :3] = False
+    bias = np.where(pad, 0.0, -np.inf).astype("float32")
+    cases = {
+        "keras.ops.dot_product_attention(mask=padding)": (
+            lambda x: ops.dot_product_attention(x, k, v, mask=pad, is_causal=True),
+            dict(color=GREY, linestyle="--", marker="s"),
+        ),
+        "keras.ops.dot_product_attention(bias=-inf padding)": (
+            lambda x: ops.dot_product_attention(x, k, v, bias=bias, is_causal=True),
+            dict(PLAIN, marker="o"),
+        ),
+        "keras_stable.ops.dot_product_attention": (
+            lambda x: keras_stable.ops.dot_product_attention(x, k, v, mask=pad, is_causal=True),
+            dict(STABLE, marker="."),
+        ),
+    }
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    rows = np.arange(t)
+    for name, (fn, look) in cases.items():
+        out, grad = value_and_grad(fn, q)
+        norms = np.linalg.norm(out[0, :, 0], axis=-1)
+        grads = np.linalg.norm(grad[0, :, 0], axis=-1)
+        print(f"attention, {name}: |out| rows 0-2 {norms[:3]}, |dq| rows 0-2 {grads[:3]}")
+        for ax, y in ((left, norms), (right, grads)):
+            ax.plot(rows, np.where(np.isnan(y), 0.0, y), label=name, **look)
+            bad = np.isnan(y)
+            if bad.any():
+                ax.plot(rows[bad], 0 * rows[bad], "x", color=RED, markersize=12, mew=3)
+    left.set(title="|output| per query row (rows 0-2: nothing to attend to)", xlabel="query row")
+    right.set(title="|d query| per row (x marks NaN)", xlabel="query row")
+    left.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(IMG / "attention.png", dpi=100)
+    plt.close(fig)
+
+
 def main():
     IMG.mkdir(exist_ok=True)
     print(
@@ -531,6 +577,7 @@ def main():
     plot_regression()
     plot_saturated_probabilities()
     plot_distances()
+    plot_attention()
     plot_demo()
     print(f"figures written to {IMG}")
 

@@ -19,6 +19,7 @@ for the ops of this package, `ops.probabilities` (the reading of
 
 from keras_stable.ops.contrastive import contrastive_loss
 from keras_stable.ops.contrastive import info_nce_loss
+from keras_stable.ops.attention import dot_product_attention
 from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
@@ -48,6 +49,7 @@ from keras_stable.ops.triplet import triplet_semihard_loss
 __all__ = [
     "contrastive_loss",
     "cosine_similarity",
+    "dot_product_attention",
     "gaussian_nll",
     "info_nce_loss",
     "kl_divergence",

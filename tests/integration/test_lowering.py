@@ -52,6 +52,13 @@ OP_INPUTS = {
         [_f(N, D), _f(N, D)],
         (0, 1),
     ),
+    "dot_product_attention": (
+        lambda q, k, v: _ops().dot_product_attention(
+            q, k, v, mask=MASK[None, None, :, :], is_causal=True
+        ),
+        [_f(2, N, 4, D), _f(2, C, 2, D), _f(2, C, 2, D)],
+        (0, 1, 2),
+    ),
     "gaussian_nll": (lambda y, m, v: _ops().gaussian_nll(y, m, v), [_f(N), _f(N), _f(N)], (1, 2)),
     "info_nce_loss": (lambda v: _ops().info_nce_loss(v), [_f(2, N, D)], (0,)),
     "kl_divergence": (lambda y, x: _ops().kl_divergence(y, x), [_probs(N, C), _f(N, C)], (1,)),
@@ -129,6 +136,13 @@ OP_INPUTS = {
 # Extra variants of the kernels' ops: other code paths (no mask, tuple
 # axes, float16 without the overflow rescue, another norm order).
 VARIANTS = {
+    "dot_product_attention(chunk_size=2)": (
+        lambda q, k, v, b: _ops().dot_product_attention(
+            q, k, v, bias=b, is_causal=True, chunk_size=2
+        ),
+        [_f(2, N, 4, D), _f(2, C, 2, D), _f(2, C, 2, D), _f(N, C)],
+        (0, 1, 2, 3),
+    ),
     "softmax(axis=(0, 1))": (lambda x: _ops().softmax(x, axis=(0, 1)), [_f(N, C)], (0,)),
     "log_softmax(no mask)": (lambda x: _ops().log_softmax(x), [_f(N, C)], (0,)),
     "logsumexp(axis=None)": (lambda x: _ops().logsumexp(x), [_f(N, C)], (0,)),

@@ -4,6 +4,9 @@ The one place where keras_stable writes gradients by hand, one module per
 kernel family, each checked in the tests against the portable `keras.ops`
 formulation (values and gradients), which stays the reference:
 
+- `attention.py`: `dot_product_attention`'s blockwise path (an online
+  softmax over key blocks; the backward recomputes them from the saved
+  log-sum-exp);
 - `norms.py`: `safe_norm`, `l2_normalize`, `cosine_similarity` (with the
   power-of-two rescue of a sum of squares that left the range);
 - `softmax.py`: `softmax`, `log_softmax`, `logsumexp`;
@@ -18,6 +21,9 @@ formulation (values and gradients), which stays the reference:
   the only module that imports torch (only when the backend is torch).
 """
 
+from keras_stable.ops._kernels.attention import attention_kernel
+from keras_stable.ops._kernels.attention import causal_mask
+from keras_stable.ops._kernels.attention import soft_cap
 from keras_stable.ops._kernels.cross_entropy import softmax_cross_entropy_kernel
 from keras_stable.ops._kernels.dispatch import fused
 from keras_stable.ops._kernels.dispatch import kernels_enabled
@@ -32,11 +38,10 @@ from keras_stable.ops._kernels.softmax import log_softmax_kernel
 from keras_stable.ops._kernels.softmax import logsumexp_kernel
 from keras_stable.ops._kernels.softmax import softmax_kernel
 
-# The entry point's name before the package split (`_kernels.py`): kept
-# for the kernels written against it (attention).
-_fused = fused
-
 __all__ = [
+    "attention_kernel",
+    "causal_mask",
+    "soft_cap",
     "cosine_kernel",
     "fused",
     "kernels_enabled",

@@ -202,7 +202,7 @@ def pairwise_kernel(a, b, squared, rescue=True):
 
 
 def _native_backward(backward):
-    """The PyTorch pass of `_fused`: the same `keras.ops` backward, from the
+    """The PyTorch pass of `fused`: the same `keras.ops` backward, from the
     sums the forward pass kept (no recomputation of the forward)."""
 
     def native(inputs, saved, upstream, needs):

@@ -1,0 +1,258 @@
+"""Scaled dot-product attention that never goes NaN: a query row with no key
+to attend to gives 0 and a zero gradient."""
+
+import math
+import numbers
+
+from keras import ops
+
+from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import is_float
+from keras_stable.common.dtypes import static_shape
+from keras_stable.ops._kernels import attention_kernel
+from keras_stable.ops._kernels import causal_mask
+from keras_stable.ops._kernels import kernels_enabled
+from keras_stable.ops._kernels import soft_cap
+
+_NEG_INF = float("-inf")
+
+# The blockwise path runs by default once there are more than this many
+# keys (with kernels enabled); `chunk_size` keys per block by default.
+AUTO_BLOCKWISE_KEYS = 1024
+DEFAULT_CHUNK_SIZE = 256
+
+
+def _broadcastable(name, shape, target):
+    """`shape` left-padded to rank 4, each dim 1 or the target's; else a
+    ValueError naming the argument and both shapes."""
+    if len(shape) > 4:
+        raise ValueError(
+            f"`{name}` must have rank at most 4 (broadcastable to (B, N, T, S) = "
+            f"{target}), got {name}.shape={shape}."
+        )
+    padded = (1,) * (4 - len(shape)) + tuple(shape)
+    for dim, want in zip(padded, target):
+        if dim is not None and dim != 1 and want is not None and dim != want:
+            raise ValueError(
+                f"`{name}` of shape {shape} does not broadcast to (B, N, T, S) = "
+                f"{target}: each dimension must be 1 or the target's."
+            )
+    return tuple(-1 if d is None else d for d in padded)
+
+
+def _check_inputs(query, key, value):
+    q, k, v = static_shape(query), static_shape(key), static_shape(value)
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        raise ValueError(
+            "`query` must be (B, T, N, H) and `key`/`value` (B, S, K, H) (rank 4), "
+            f"got query.shape={q}, key.shape={k}, value.shape={v}."
+        )
+    if k != v:
+        raise ValueError(
+            f"`key` and `value` must have the same shape (B, S, K, H), got "
+            f"key.shape={k} and value.shape={v}."
+        )
+    if q[0] is not None and k[0] is not None and q[0] != k[0]:
+        raise ValueError(
+            f"`query` and `key` must have the same batch size B, got "
+            f"query.shape={q} and key.shape={k}."
+        )
+    if q[3] != k[3] or q[3] is None:
+        raise ValueError(
+            f"`query` and `key` must have the same static head dimension H, got "
+            f"query.shape={q} and key.shape={k}."
+        )
+    if None in (q[1], q[2], k[1], k[2]):
+        raise ValueError(
+            "`dot_product_attention` needs static lengths and head counts (T, N, "
+            f"S, K), got query.shape={q} and key.shape={k}."
+        )
+    if k[2] == 0 or q[2] % k[2]:
+        raise ValueError(
+            f"The number of query heads N must be a multiple of the number of "
+            f"key/value heads K, got query.shape={q} (N={q[2]}) and "
+            f"key.shape={k} (K={k[2]})."
+        )
+    return q, k
+
+
+def _check_number(name, x, positive=False):
+    if x is None:
+        return None
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
+        raise ValueError(f"`{name}` must be a finite float or None, got {x!r}.")
+    if positive and x <= 0:
+        raise ValueError(f"`{name}` must be positive, got {x!r}.")
+    return float(x)
+
+
+def _dtypes(*tensors):
+    """`(output dtype, compute dtype)`: the inputs' common float dtype
+    (float64 if any is, else float32 when they differ or are not floats),
+    computed in float32 at least."""
+    dtypes = {dtype_of(t) for t in tensors}
+    if "float64" in dtypes:
+        return "float64", "float64"
+    out = dtypes.pop() if len(dtypes) == 1 else "float32"
+    return (out if is_float(out) else "float32"), "float32"
+
+
+def _grouped(t, num_heads, kv_heads):
+    """A rank-4 `(b, n, t, s)` mask or bias as `(b, k, g, t, s)`: head
+    `n = k * G + g` reads key/value head `k` (Keras's GQA mapping)."""
+    b, n, tq, s = static_shape(t)
+    b = -1 if b is None else b
+    if n == 1:
+        return ops.reshape(t, (b, 1, 1, tq, s))
+    return ops.reshape(t, (b, kv_heads, num_heads // kv_heads, tq, s))
+
+
+def _materialised(q5, key, value, bias5, mask5, scale, is_causal, cap):
+    """The reference formulation: `(B, T, K, G, H)` queries against
+    `(B, S, K, H)` keys, the whole `(B, K, G, T, S)` logits at once."""
+    logits = ops.einsum("btkgh,bskh->bkgts", q5, key) * scale
+    if cap is not None:
+        logits = soft_cap(logits, cap)
+    if bias5 is not None:
+        logits = logits + bias5
+    # A -inf logit (bias) removes its key; NaN stays (and propagates).
+    allowed = ops.not_equal(logits, _NEG_INF)
+    if mask5 is not None:
+        allowed = ops.logical_and(allowed, mask5)
+    if is_causal:
+        allowed = ops.logical_and(allowed, causal_mask(logits.shape[-2], logits.shape[-1]))
+    nonempty = ops.any(allowed, axis=-1, keepdims=True)
+    row_max = ops.max(ops.where(allowed, logits, _NEG_INF), axis=-1, keepdims=True)
+    # Softmax is shift invariant: no gradient through the shift. A row with
+    # nothing allowed shifts by 0.
+    shift = ops.stop_gradient(ops.where(nonempty, row_max, ops.zeros_like(row_max)))
+    # Double where: the masked entries' exp sees 0 (exp(0) = 1), so neither
+    # pass meets exp overflow or inf * 0 there.
+    z = ops.where(allowed, logits - shift, ops.zeros_like(logits))
+    e = ops.where(allowed, ops.exp(z), ops.zeros_like(z))
+    total = ops.sum(e, axis=-1, keepdims=True)
+    probs = e / ops.where(nonempty, total, ops.ones_like(total))
+    return ops.einsum("bkgts,bskh->btkgh", probs, value)
+
+
+def dot_product_attention(
+    query,
+    key,
+    value,
+    bias=None,
+    mask=None,
+    scale=None,
+    is_causal=False,
+    flash_attention=None,
+    attn_logits_soft_cap=None,
+    *,
+    chunk_size=None,
+):
+    """Scaled dot-product attention, `softmax(scale * q k^T + bias) v`, in
+    which a query row with nothing to attend to gives 0.
+
+    The signature and shapes of `keras.ops.dot_product_attention`: head
+    `n` of the query reads key/value head `n // (N // K)` (multi-head,
+    grouped-query and multi-query attention). The logits are
+    `scale * q . k`, then `attn_logits_soft_cap * tanh(logits / cap)` when
+    a cap is given, then `+ bias`; a key takes part where `mask` is True,
+    `bias` is not `-inf` and (`is_causal`) its index is at most the
+    query's (`tril(ones((T, S)))`, aligned at the top left as in Keras,
+    also when `T != S`).
+
+    Args:
+        query: `(B, T, N, H)` float tensor.
+        key: `(B, S, K, H)` float tensor, `N` a multiple of `K`.
+        value: `(B, S, K, H)` float tensor.
+        bias: optional additive bias broadcastable to `(B, N, T, S)`;
+            `-inf` removes a key.
+        mask: optional boolean mask broadcastable to `(B, N, T, S)`, True
+            where the key takes part.
+        scale: optional float, default `1 / sqrt(H)`.
+        is_causal: whether query `i` sees only keys `j <= i`.
+        flash_attention: accepted for parity with Keras and ignored: the
+            path is chosen by `chunk_size` (below); no vendor kernel runs.
+        attn_logits_soft_cap: optional positive float `c`; the scaled
+            logits become `c * tanh(logits / c)` before the bias and mask
+            (Keras supports it only on JAX TPU).
+        chunk_size: keys per block of the blockwise path (any positive
+            int, it need not divide `S`). By default the blockwise path
+            runs when `S > 1024`, with blocks of 256 keys; otherwise the
+            logits are materialised. With `KERAS_STABLE_PORTABLE` set the
+            materialised formulation always runs.
+
+    Returns:
+        `(B, T, N, H)`, the dtype of the inputs.
+
+    Numerical stability:
+        The logits, the softmax and the weighted sum are computed in
+        float32 for float16/bfloat16 inputs (a float16 `q . k` above 65504
+        is exact), the output is cast back. The softmax is shifted by the
+        row maximum over the allowed keys. A query row with no allowed key
+        (every key masked, a `-inf` bias row, a causal mask over left
+        padding) gives output 0 and contributes exactly 0 to every
+        gradient (the convention of FlashAttention and PyTorch's SDPA;
+        Keras gives the mean of all values, or NaN for a `-inf` bias).
+        Masked entries enter neither pass (double where), so masked
+        logits of any size are harmless. NaN inputs give NaN. The
+        blockwise path computes the softmax online over blocks of keys
+        and recomputes the blocks in its hand-written backward from the
+        saved log-sum-exp (FlashAttention-2), so no `(B, N, T, S)` tensor
+        exists in either pass.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> q = np.ones((1, 2, 1, 2), "float32")
+    >>> k = np.ones((1, 3, 1, 2), "float32")
+    >>> v = np.arange(6, dtype="float32").reshape(1, 3, 1, 2)
+    >>> mask = np.array([[True, True, False], [False, False, False]])
+    >>> np.asarray(ops.dot_product_attention(q, k, v, mask=mask))[0, :, 0]
+    array([[1., 2.],
+           [0., 0.]], dtype=float32)
+
+    References:
+        Dao, "FlashAttention-2: Faster Attention with Better Parallelism
+        and Work Partitioning", 2023.
+    """
+    del flash_attention  # parity only: our own path decides.
+    query = ops.convert_to_tensor(query)
+    key = ops.convert_to_tensor(key)
+    value = ops.convert_to_tensor(value)
+    (batch, t, n, h), (_, s, kv, _) = _check_inputs(query, key, value)
+    if not isinstance(is_causal, bool):
+        raise ValueError(f"`is_causal` must be a bool, got {is_causal!r}.")
+    scale = _check_number("scale", scale)
+    cap = _check_number("attn_logits_soft_cap", attn_logits_soft_cap, positive=True)
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0
+    ):
+        raise ValueError(f"`chunk_size` must be a positive int or None, got {chunk_size!r}.")
+    out_dtype, compute = _dtypes(query, key, value)
+    scale = 1.0 / math.sqrt(h) if scale is None else scale
+    target = (batch, n, t, s)
+
+    bias5 = mask5 = None
+    if bias is not None:
+        bias = ops.cast(ops.convert_to_tensor(bias), compute)
+        bias5 = _grouped(
+            ops.reshape(bias, _broadcastable("bias", static_shape(bias), target)), n, kv
+        )
+    if mask is not None:
+        mask = ops.convert_to_tensor(mask)
+        if dtype_of(mask) != "bool":
+            mask = ops.not_equal(mask, 0)
+        mask5 = _grouped(
+            ops.reshape(mask, _broadcastable("mask", static_shape(mask), target)), n, kv
+        )
+
+    q5 = ops.reshape(ops.cast(query, compute), (-1, t, kv, n // kv, h))
+    key = ops.cast(key, compute)
+    value = ops.cast(value, compute)
+    if kernels_enabled() and (chunk_size is not None or s > AUTO_BLOCKWISE_KEYS):
+        chunk = min(chunk_size or DEFAULT_CHUNK_SIZE, s)
+        out = attention_kernel(q5, key, value, bias5, mask5, scale, is_causal, cap, chunk)
+    else:
+        out = _materialised(q5, key, value, bias5, mask5, scale, is_causal, cap)
+    return ops.cast(ops.reshape(out, (-1, t, n, h)), out_dtype)
