@@ -1,6 +1,6 @@
 """Contrastive loss of pairs given their distance (TF Addons' formula)."""
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.common.dtypes import to_float32
 from keras_stable.losses._base import StableLoss
 from keras_stable.ops.metric_learning import check_margin

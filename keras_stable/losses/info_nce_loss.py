@@ -2,7 +2,7 @@
 
 from keras import ops
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import PerExample
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._batch_level import batch_presence

@@ -3,7 +3,7 @@
 import functools
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.common.checks import check_positive
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._elementwise import mean_over_observed

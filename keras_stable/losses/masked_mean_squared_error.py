@@ -1,7 +1,7 @@
 """Mean squared error over the observed labels (NaN marks a missing one)."""
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._elementwise import mean_over_observed
 

@@ -4,7 +4,7 @@ import numpy as np
 from keras import ops
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import static_shape
 from keras_stable.losses._base import PerExample

@@ -1,7 +1,7 @@
 """Poisson negative log-likelihood from log-rates (or rates), no epsilon."""
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.common.checks import align_ranks
 from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import to_float32

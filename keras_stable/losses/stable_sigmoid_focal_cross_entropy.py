@@ -3,7 +3,7 @@
 import functools
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.common.checks import check_alpha
 from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_bool

@@ -1,7 +1,7 @@
 """Huber loss over the observed labels, as a metric."""
 
 from keras_stable import losses
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.metrics._base import LossMeanMetric
 
 

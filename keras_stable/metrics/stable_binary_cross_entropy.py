@@ -1,6 +1,6 @@
 """Mean binary (sigmoid) cross-entropy, as a metric."""
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.losses.stable_sigmoid_cross_entropy import StableSigmoidCrossEntropy
 from keras_stable.metrics._base import LossMeanMetric
 

@@ -1,6 +1,6 @@
 """Mean softmax cross-entropy of one-hot or soft labels, as a metric."""
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.losses.stable_softmax_cross_entropy import StableSoftmaxCrossEntropy
 from keras_stable.metrics._base import LossMeanMetric
 

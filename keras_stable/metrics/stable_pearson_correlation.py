@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.common.checks import align_ranks
 from keras_stable.common.checks import check_axis
 from keras_stable.common.dtypes import static_shape

@@ -1,6 +1,6 @@
 """Mean softmax cross-entropy of integer labels, as a metric."""
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.losses.stable_sparse_softmax_cross_entropy import StableSparseSoftmaxCrossEntropy
 from keras_stable.metrics._base import LossMeanMetric
 
