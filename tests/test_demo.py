@@ -152,7 +152,9 @@ def test_norm_trap_plain_goes_nan_and_keras_stable_does_not():
 def test_softmax_trap_plain_goes_nan_and_keras_stable_does_not():
     scenario = _scenario("2-3-2 classifier")
     _, plain_failure = training.train(scenario, scenario["plain"][1](), "eager", steps=2)
-    stable_losses, stable_failure = training.train(scenario, scenario["stable"][1](), "eager", steps=2)
+    stable_losses, stable_failure = training.train(
+        scenario, scenario["stable"][1](), "eager", steps=2
+    )
     assert plain_failure is not None and plain_failure["step"] == 1
     assert plain_failure["what"] == "loss"
     assert stable_failure is None

@@ -53,13 +53,5 @@ class MaskedMeanAbsoluteError(StableLoss):
     array([1., 0., 3.], dtype=float32)
     """
 
-    def __init__(
-        self,
-        reduction="sum_over_batch_size",
-        name="masked_mean_absolute_error",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-
     def losses_and_valid(self, y_true, y_pred):
         return mean_over_observed(stable_ops.masked_absolute_error, y_true, y_pred)

@@ -55,13 +55,5 @@ class MaskedMeanSquaredError(StableLoss):
     5.5
     """
 
-    def __init__(
-        self,
-        reduction="sum_over_batch_size",
-        name="masked_mean_squared_error",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-
     def losses_and_valid(self, y_true, y_pred):
         return mean_over_observed(stable_ops.masked_squared_error, y_true, y_pred)

@@ -45,6 +45,3 @@ class MaskedHuber(LossMeanMetric):
 
     loss_class = losses.MaskedHuber
     loss_args = ("delta",)
-
-    def __init__(self, delta=1.0, name="masked_huber", dtype=None):
-        super().__init__(name=name, dtype=dtype, delta=delta)

@@ -45,6 +45,3 @@ class MaskedMeanAbsoluteError(LossMeanMetric):
 
     loss_class = losses.MaskedMeanAbsoluteError
     loss_args = ()
-
-    def __init__(self, name="masked_mean_absolute_error", dtype=None):
-        super().__init__(name=name, dtype=dtype)

@@ -46,6 +46,3 @@ class MaskedMeanSquaredError(LossMeanMetric):
 
     loss_class = losses.MaskedMeanSquaredError
     loss_args = ()
-
-    def __init__(self, name="masked_mean_squared_error", dtype=None):
-        super().__init__(name=name, dtype=dtype)

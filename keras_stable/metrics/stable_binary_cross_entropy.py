@@ -48,19 +48,3 @@ class StableBinaryCrossEntropy(LossMeanMetric):
 
     loss_class = StableSigmoidCrossEntropy
     loss_args = ("from_logits", "label_smoothing", "axis")
-
-    def __init__(
-        self,
-        from_logits=True,
-        label_smoothing=0.0,
-        axis=-1,
-        name="stable_binary_cross_entropy",
-        dtype=None,
-    ):
-        super().__init__(
-            name=name,
-            dtype=dtype,
-            from_logits=from_logits,
-            label_smoothing=label_smoothing,
-            axis=axis,
-        )

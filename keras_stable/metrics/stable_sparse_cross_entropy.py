@@ -46,19 +46,3 @@ class StableSparseCrossEntropy(LossMeanMetric):
 
     loss_class = StableSparseSoftmaxCrossEntropy
     loss_args = ("from_logits", "ignore_class", "axis")
-
-    def __init__(
-        self,
-        from_logits=True,
-        ignore_class=None,
-        axis=-1,
-        name="stable_sparse_cross_entropy",
-        dtype=None,
-    ):
-        super().__init__(
-            name=name,
-            dtype=dtype,
-            from_logits=from_logits,
-            ignore_class=ignore_class,
-            axis=axis,
-        )
