@@ -8,8 +8,12 @@ and gives the reference the signature `inspect.signature` gives.
 """
 
 import inspect
+import sys
+from pathlib import Path
 
 import griffe
+
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class DeclaredSignatures(griffe.Extension):
@@ -17,7 +21,7 @@ class DeclaredSignatures(griffe.Extension):
         if "__init__" in cls.members:
             return
         try:
-            runtime = griffe.dynamic_import(cls.path)
+            runtime = griffe.dynamic_import(cls.path, import_paths=[ROOT, *sys.path])
         except ImportError:
             return
         init = vars(runtime).get("__init__") if inspect.isclass(runtime) else None
