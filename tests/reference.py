@@ -484,6 +484,8 @@ def pairwise_distance_grad(x, y, g, squared=False):
         weighted = g[..., None] * unit
     gx, gy = weighted.sum(axis=1), -weighted.sum(axis=0)
     return gx + gy if same else (gx, gy)
+
+
 def dot_product_attention(
     q, k, v, bias=None, mask=None, scale=None, is_causal=False, soft_cap=None
 ):

@@ -12,12 +12,14 @@ import pytest
 from keras_stable import demo
 from keras_stable.demo import backend as demo_backend
 from keras_stable.demo import cli
+from keras_stable.demo import report
+from keras_stable.demo import training
 from keras_stable.demo.backend import _RESTARTED
 from keras_stable.demo.scenarios import _scenarios
 
 BACKEND = keras.config.backend()
 ROOT = Path(__file__).resolve().parents[1]
-OTHER_BACKEND = next(b for b in demo.BACKENDS if b != BACKEND)
+OTHER_BACKEND = next(b for b in demo_backend.BACKENDS if b != BACKEND)
 
 
 def _scenario(name):
@@ -28,13 +30,13 @@ def _scenario(name):
 
 
 def test_select_backend_keeps_the_loaded_backend():
-    assert demo.select_backend(None) == BACKEND
-    assert demo.select_backend(BACKEND) == BACKEND
+    assert demo_backend.select_backend(None) == BACKEND
+    assert demo_backend.select_backend(BACKEND) == BACKEND
 
 
 def test_select_backend_refuses_to_switch_a_loaded_keras():
-    with pytest.raises(demo.BackendMismatchError) as info:
-        demo.select_backend(OTHER_BACKEND)
+    with pytest.raises(demo_backend.BackendMismatchError) as info:
+        demo_backend.select_backend(OTHER_BACKEND)
     message = str(info.value)
     assert repr(BACKEND) in message and repr(OTHER_BACKEND) in message
     assert f"KERAS_BACKEND={OTHER_BACKEND}" in message
@@ -90,11 +92,18 @@ def test_backend_not_installed_is_a_one_line_error(from_command_line, monkeypatc
 
 def test_select_backend_checks_that_the_backend_is_installed(monkeypatch):
     _without_backend(monkeypatch, OTHER_BACKEND)
-    with pytest.raises(demo.BackendNotInstalledError, match=OTHER_BACKEND):
-        demo.select_backend(OTHER_BACKEND)
+    with pytest.raises(demo_backend.BackendNotInstalledError, match=OTHER_BACKEND):
+        demo_backend.select_backend(OTHER_BACKEND)
     # The loaded backend is installed: no look-up, no error.
     monkeypatch.setattr(demo_backend, "_installed", lambda b: False)
-    assert demo.select_backend(BACKEND) == BACKEND
+    assert demo_backend.select_backend(BACKEND) == BACKEND
+
+
+def test_the_demo_package_exports_main_only():
+    # Its contract is the command line and `main`; the rest lives in the
+    # submodules (backend, scenarios, training, report, cli).
+    assert demo.__all__ == ["main"]
+    assert demo.main is cli.main
 
 
 def test_importing_the_demo_runs_nothing():
@@ -121,8 +130,8 @@ def _compiled_mode():
 def test_norm_trap_plain_goes_nan_and_keras_stable_does_not():
     scenario = _scenario("multi-task regression")
     mode = _compiled_mode()
-    plain_losses, plain_failure = demo.train(scenario, scenario["plain"][1](), mode, steps=2)
-    stable_losses, stable_failure = demo.train(scenario, scenario["stable"][1](), mode, steps=2)
+    plain_losses, plain_failure = training.train(scenario, scenario["plain"][1](), mode, steps=2)
+    stable_losses, stable_failure = training.train(scenario, scenario["stable"][1](), mode, steps=2)
     assert stable_failure is None
     assert len(stable_losses) == 2
     if BACKEND == "torch":
@@ -142,8 +151,10 @@ def test_norm_trap_plain_goes_nan_and_keras_stable_does_not():
 
 def test_softmax_trap_plain_goes_nan_and_keras_stable_does_not():
     scenario = _scenario("2-3-2 classifier")
-    _, plain_failure = demo.train(scenario, scenario["plain"][1](), "eager", steps=2)
-    stable_losses, stable_failure = demo.train(scenario, scenario["stable"][1](), "eager", steps=2)
+    _, plain_failure = training.train(scenario, scenario["plain"][1](), "eager", steps=2)
+    stable_losses, stable_failure = training.train(
+        scenario, scenario["stable"][1](), "eager", steps=2
+    )
     assert plain_failure is not None and plain_failure["step"] == 1
     assert plain_failure["what"] == "loss"
     assert stable_failure is None
@@ -189,7 +200,7 @@ def _rows():
 
 
 def test_table_reports_failures_and_final_losses():
-    table = demo.format_table(_rows()).splitlines()
+    table = report.format_table(_rows()).splitlines()
     assert table[0].split()[:2] == ["scenario", "formulation"]
     assert "step 1 (261/270 weights NaN)" in table[3]
     assert table[3].rstrip().endswith("nan")  # a failed run ends NaN
@@ -198,7 +209,7 @@ def test_table_reports_failures_and_final_losses():
 
 
 def test_summary_counts_runs_and_compares_where_plain_is_finite():
-    text = " ".join(demo.summary(_rows(), "tensorflow").split())
+    text = " ".join(report.summary(_rows(), "tensorflow").split())
     assert "Plain formulation: NaN/inf in 2 of 3 runs." in text
     assert "keras_stable: NaN/inf in 0 of 3 runs." in text
     assert "relative difference 0.0e+00" in text
@@ -208,7 +219,7 @@ def test_summary_counts_runs_and_compares_where_plain_is_finite():
 def test_plot_is_written(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "curves.png"
-    demo.save_plot(_rows(), str(path))
+    report.save_plot(_rows(), str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -27,7 +27,9 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_stable  # noqa: E402
-from keras_stable import demo  # noqa: E402
+from keras_stable.demo import cli as demo_cli  # noqa: E402
+from keras_stable.demo import report as demo_report  # noqa: E402
+from keras_stable.demo import training as demo_training  # noqa: E402
 
 IMG = Path(__file__).resolve().parents[1] / "img"
 RED, BLUE, GREY = "tab:red", "tab:blue", "tab:grey"
@@ -51,9 +53,9 @@ def value_and_grad(fn, x, dtype="float32"):
 
 
 def plot_demo():
-    rows = demo.run_all(demo.DEFAULT_STEPS, demo.MODES, out=lambda s: None)
-    demo.save_plot(rows, IMG / "demo.png")
-    print(demo.format_table(rows))
+    rows = demo_training.run_all(demo_cli.DEFAULT_STEPS, demo_training.MODES, out=lambda s: None)
+    demo_report.save_plot(rows, IMG / "demo.png")
+    print(demo_report.format_table(rows))
 
 
 def plot_norm_at_zero():

@@ -10,6 +10,11 @@
 - `keras_stable.common.reduction`: the reduction of per-example values
   (Keras masks, `sample_weight` and validity masks) shared by every loss
   and metric.
+- `keras_stable.common.serialization`: the one registration helper
+  (`register`); registered names are an on-disk format.
+- `keras_stable.common.arguments`: constructor arguments declared once
+  (`Arg`): the constructor, its checks and `get_config` come from the
+  declaration.
 
 These modules are internal to keras_stable (not a user API), but their names
 carry no underscore: `ops`, `layers`, `losses` and `metrics` all import them.

@@ -46,34 +46,6 @@ command-line entry point restarts the demo in a fresh interpreter with
 installed is a one-line error (exit status 2) naming the package to install.
 """
 
-from keras_stable.demo.backend import BACKENDS
-from keras_stable.demo.backend import BackendMismatchError
-from keras_stable.demo.backend import BackendNotInstalledError
-from keras_stable.demo.backend import select_backend
 from keras_stable.demo.cli import main
-from keras_stable.demo.report import describe_failure
-from keras_stable.demo.report import format_table
-from keras_stable.demo.report import save_plot
-from keras_stable.demo.report import summary
-from keras_stable.demo.scenarios import plain_softmax_cross_entropy
-from keras_stable.demo.scenarios import plain_task_norm_loss
-from keras_stable.demo.training import MODES
-from keras_stable.demo.training import run_all
-from keras_stable.demo.training import train
 
-__all__ = [
-    "BACKENDS",
-    "MODES",
-    "BackendMismatchError",
-    "BackendNotInstalledError",
-    "describe_failure",
-    "format_table",
-    "main",
-    "plain_softmax_cross_entropy",
-    "plain_task_norm_loss",
-    "run_all",
-    "save_plot",
-    "select_backend",
-    "summary",
-    "train",
-]
+__all__ = ["main"]

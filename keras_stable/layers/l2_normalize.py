@@ -3,7 +3,7 @@
 from keras import ops
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.layers._base import ShapePreservingLayer
 
 

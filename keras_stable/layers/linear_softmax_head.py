@@ -5,11 +5,11 @@ import keras
 from keras import ops
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_ignore_class
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import reduce_losses
+from keras_stable.common.serialization import register
 
 
 def _check_positive_int(value, name, allow_none=False):

@@ -1,7 +1,7 @@
 """`LogSoftmax`: a masked log-softmax layer, stable in every dtype."""
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.layers._base import ShapePreservingLayer
 
 

@@ -3,7 +3,7 @@ or mean-of-values rows."""
 
 import keras
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.layers._attention import FLASH_SCORES_ERROR
 from keras_stable.layers._attention import attend
 

@@ -1,7 +1,7 @@
 """`StableSoftmax`: a masked softmax layer that never returns NaN."""
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.layers._base import ShapePreservingLayer
 
 

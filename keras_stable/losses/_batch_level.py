@@ -1,4 +1,4 @@
-"""Shared by the losses whose value is one number per batch (private).
+"""The base of the losses whose value is one number per batch (private).
 
 The metric-learning losses compare every sample with every other one
 (triplet mining, InfoNCE's candidates), so a sample is either in the batch
@@ -12,6 +12,8 @@ from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
+from keras_stable.losses._base import PerExample
+from keras_stable.losses._base import StableLoss
 
 
 def _per_sample(value, batch, name, views=False):
@@ -57,3 +59,30 @@ def batch_presence(sample_weight, mask, batch, views=False):
         mask = _truthy(_per_sample(mask, batch, "mask", views=views))
         present = mask if present is None else ops.logical_and(present, mask)
     return present, sample_weight
+
+
+class BatchLevelLoss(StableLoss):
+    """Base of the metric-learning losses: samples compared with each other.
+
+    Subclasses implement `terms(y_true, y_pred, present=None)`, the twin
+    op's `(values, valid)` over the samples `present` marks (None: all);
+    `sample_weight` and the Keras mask of `y_pred` decide which samples
+    take part (see the module docstring). `batch_axis` is the axis of
+    `y_pred` along the samples; `views=True` accepts a `(2, batch)` mask of
+    two stacked views.
+    """
+
+    batch_axis = 0
+    views = False
+
+    def terms(self, y_true, y_pred, present=None):
+        raise NotImplementedError
+
+    def losses_and_valid(self, y_true, y_pred):
+        return self.terms(y_true, y_pred)
+
+    def per_example(self, y_true, y_pred, sample_weight=None, mask=None):
+        batch = ops.shape(ops.convert_to_tensor(y_pred))[self.batch_axis]
+        present, sample_weight = batch_presence(sample_weight, mask, batch, views=self.views)
+        values, valid = self.terms(y_true, y_pred, present)
+        return PerExample(values, sample_weight, None, valid)

@@ -1,8 +1,9 @@
 """Contrastive loss of pairs given their distance (TF Addons' formula)."""
 
-from keras_stable._serialization import register
+from keras_stable.common.arguments import Arg
 from keras_stable.common.checks import check_margin
 from keras_stable.common.dtypes import to_float32
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import StableLoss
 from keras_stable.ops import contrastive_loss
 
@@ -51,22 +52,9 @@ class ContrastiveLoss(StableLoss):
         Invariant Mapping (2006).
     """
 
-    def __init__(
-        self,
-        margin=1.0,
-        reduction="sum_over_batch_size",
-        name="contrastive_loss",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.margin = check_margin(margin)
+    args = (Arg("margin", 1.0, check_margin),)
 
     def losses_and_valid(self, y_true, y_pred):
         # float32 in, float32 out: the per-example losses are not rounded
         # to the half-precision dtype of a mixed-precision model's output.
         return contrastive_loss(y_true, to_float32(y_pred), self.margin), None
-
-    def get_config(self):
-        config = super().get_config()
-        config["margin"] = self.margin
-        return config

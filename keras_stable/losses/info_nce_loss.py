@@ -1,17 +1,14 @@
 """InfoNCE / NT-Xent contrastive loss of two views (SimCLR)."""
 
-from keras import ops
-
-from keras_stable._serialization import register
+from keras_stable.common.arguments import Arg
 from keras_stable.common.checks import check_temperature
-from keras_stable.losses._base import PerExample
-from keras_stable.losses._base import StableLoss
-from keras_stable.losses._batch_level import batch_presence
+from keras_stable.common.serialization import register
+from keras_stable.losses._batch_level import BatchLevelLoss
 from keras_stable.ops.contrastive import info_nce_terms
 
 
 @register
-class InfoNCELoss(StableLoss):
+class InfoNCELoss(BatchLevelLoss):
     """InfoNCE (NT-Xent) loss of two views of each example, NaN-free.
 
     `y_pred[0, i]` and `y_pred[1, i]` are two views of example `i` (two
@@ -65,26 +62,9 @@ class InfoNCELoss(StableLoss):
         CPC (2018), arXiv:1807.03748.
     """
 
-    def __init__(
-        self,
-        temperature=0.1,
-        reduction="sum_over_batch_size",
-        name="info_nce_loss",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.temperature = check_temperature(temperature)
+    args = (Arg("temperature", 0.1, check_temperature),)
+    batch_axis = 1  # y_pred: (2, batch, dim)
+    views = True
 
-    def losses_and_valid(self, y_true, y_pred):
-        return info_nce_terms(y_pred, self.temperature)
-
-    def per_example(self, y_true, y_pred, sample_weight=None, mask=None):
-        batch = ops.shape(ops.convert_to_tensor(y_pred))[1]
-        present, sample_weight = batch_presence(sample_weight, mask, batch, views=True)
-        values, valid = info_nce_terms(y_pred, self.temperature, present)
-        return PerExample(values, sample_weight, None, valid)
-
-    def get_config(self):
-        config = super().get_config()
-        config["temperature"] = self.temperature
-        return config
+    def terms(self, y_true, y_pred, present=None):
+        return info_nce_terms(y_pred, self.temperature, present)

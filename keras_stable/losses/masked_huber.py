@@ -3,8 +3,9 @@
 import functools
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.arguments import Arg
 from keras_stable.common.checks import check_positive
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._elementwise import mean_over_observed
 
@@ -60,21 +61,8 @@ class MaskedHuber(StableLoss):
     array([0.125, 0.   , 1.25 ], dtype=float32)
     """
 
-    def __init__(
-        self,
-        delta=1.0,
-        reduction="sum_over_batch_size",
-        name="masked_huber",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.delta = check_positive(delta, "delta")
+    args = (Arg("delta", 1.0, functools.partial(check_positive, name="delta")),)
 
     def losses_and_valid(self, y_true, y_pred):
         huber = functools.partial(stable_ops.masked_huber, delta=self.delta)
         return mean_over_observed(huber, y_true, y_pred)
-
-    def get_config(self):
-        config = super().get_config()
-        config["delta"] = self.delta
-        return config

@@ -1,7 +1,7 @@
 """Mean absolute error over the observed labels (NaN marks a missing one)."""
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._elementwise import mean_over_observed
 
@@ -52,14 +52,6 @@ class MaskedMeanAbsoluteError(StableLoss):
     >>> np.asarray(loss(y_true, y_pred))
     array([1., 0., 3.], dtype=float32)
     """
-
-    def __init__(
-        self,
-        reduction="sum_over_batch_size",
-        name="masked_mean_absolute_error",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def losses_and_valid(self, y_true, y_pred):
         return mean_over_observed(stable_ops.masked_absolute_error, y_true, y_pred)

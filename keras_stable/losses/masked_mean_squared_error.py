@@ -1,7 +1,7 @@
 """Mean squared error over the observed labels (NaN marks a missing one)."""
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._elementwise import mean_over_observed
 
@@ -54,14 +54,6 @@ class MaskedMeanSquaredError(StableLoss):
     >>> print(float(loss(y_true, y_pred)))  # (1 + 10) / 2 examples with a label
     5.5
     """
-
-    def __init__(
-        self,
-        reduction="sum_over_batch_size",
-        name="masked_mean_squared_error",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def losses_and_valid(self, y_true, y_pred):
         return mean_over_observed(stable_ops.masked_squared_error, y_true, y_pred)

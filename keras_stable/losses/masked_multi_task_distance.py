@@ -4,9 +4,10 @@ import numpy as np
 from keras import ops
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
-from keras_stable.common.checks import check_bool
+from keras_stable.common.arguments import Arg
+from keras_stable.common.arguments import flag
 from keras_stable.common.dtypes import static_shape
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import PerExample
 from keras_stable.losses._base import StableLoss
 
@@ -217,21 +218,14 @@ class MaskedMultiTaskDistance(StableLoss):
     5.0
     """
 
-    def __init__(
-        self,
-        per="sample",
-        squared=False,
-        task_weights=None,
-        task_mask=None,
-        reduction="sum_over_batch_size",
-        name="masked_multi_task_distance",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.per = check_per(per)
-        self.squared = check_bool(squared, "squared")
-        self.task_weights = check_task_weights(task_weights)
-        self.task_mask = check_task_mask(task_mask)
+    args = (
+        Arg("per", "sample", check_per),
+        flag("squared", False),
+        Arg("task_weights", None, check_task_weights),
+        Arg("task_mask", None, check_task_mask),
+    )
+
+    def check_arguments(self):
         if (
             self.task_weights is not None
             and self.task_mask is not None
@@ -267,15 +261,3 @@ class MaskedMultiTaskDistance(StableLoss):
     def losses_and_valid(self, y_true, y_pred):
         out = self.per_example(y_true, y_pred)
         return out.values, out.valid
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "per": self.per,
-                "squared": self.squared,
-                "task_weights": self.task_weights,
-                "task_mask": self.task_mask,
-            }
-        )
-        return config

@@ -3,11 +3,12 @@
 from keras import ops
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
 from keras_stable.common.checks import align_ranks
 from keras_stable.common.checks import check_axis
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
+from keras_stable.common.serialization import register
+from keras_stable.losses._base import AXIS
 from keras_stable.losses._base import StableLoss
 
 
@@ -60,15 +61,7 @@ class StableCosineSimilarity(StableLoss):
     array([ 0., -1.,  1.], dtype=float32)
     """
 
-    def __init__(
-        self,
-        axis=-1,
-        reduction="sum_over_batch_size",
-        name="stable_cosine_similarity",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.axis = check_axis(axis)
+    args = (AXIS,)
 
     def losses_and_valid(self, y_true, y_pred):
         y_pred = to_float32(y_pred)
@@ -78,8 +71,3 @@ class StableCosineSimilarity(StableLoss):
         check_axis(self.axis, rank)  # a ValueError before any reduction
         cos = stable_ops.cosine_similarity(y_true, y_pred, axis=self.axis)
         return 0.0 - cos, None  # +0.0 (not -0.0) at a zero vector
-
-    def get_config(self):
-        config = super().get_config()
-        config["axis"] = self.axis
-        return config

@@ -3,10 +3,10 @@
 from keras import ops
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
-from keras_stable.common.checks import check_bool
+from keras_stable.common.arguments import flag
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._elementwise import mean_over_last_axis
 
@@ -70,15 +70,7 @@ class StableGaussianNLL(StableLoss):
     array([-50.,   2.], dtype=float32)
     """
 
-    def __init__(
-        self,
-        full=False,
-        reduction="sum_over_batch_size",
-        name="stable_gaussian_nll",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.full = check_bool(full, "full")
+    args = (flag("full", False),)
 
     def losses_and_valid(self, y_true, y_pred):
         y_pred = to_float32(y_pred)
@@ -102,8 +94,3 @@ class StableGaussianNLL(StableLoss):
         mean, log_variance = y_pred[..., 0], y_pred[..., 1]
         values = stable_ops.gaussian_nll(y_true, mean, log_variance, full=self.full)
         return mean_over_last_axis(values)
-
-    def get_config(self):
-        config = super().get_config()
-        config["full"] = self.full
-        return config

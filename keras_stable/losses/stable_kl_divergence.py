@@ -1,19 +1,14 @@
 """Kullback-Leibler divergence to a softmax, in logit space."""
 
-from keras import ops
-
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
-from keras_stable.common.checks import check_axis
-from keras_stable.common.checks import check_bool
-from keras_stable.common.checks import check_same_shape
-from keras_stable.common.checks import warn_if_probabilities
-from keras_stable.common.dtypes import to_float32
-from keras_stable.losses._base import StableLoss
+from keras_stable.common.serialization import register
+from keras_stable.losses._base import AXIS
+from keras_stable.losses._base import FROM_LOGITS
+from keras_stable.losses._base import LogitsLoss
 
 
 @register
-class StableKLDivergence(StableLoss):
+class StableKLDivergence(LogitsLoss):
     """Kullback-Leibler divergence `KL(y_true || softmax(y_pred))`, NaN-free.
 
     Per example, `loss = sum(y_true * (log(y_true) - log_softmax(y_pred)),
@@ -70,29 +65,11 @@ class StableKLDivergence(StableLoss):
     15.0
     """
 
-    def __init__(
-        self,
-        from_logits=True,
-        axis=-1,
-        reduction="sum_over_batch_size",
-        name="stable_kl_divergence",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.from_logits = check_bool(from_logits, "from_logits")
-        self.axis = check_axis(axis)
+    args = (FROM_LOGITS, AXIS)
 
     def losses_and_valid(self, y_true, y_pred):
-        warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
-        y_true = ops.convert_to_tensor(y_true)
-        y_pred = to_float32(y_pred)
-        check_same_shape(y_true, y_pred, "y_true", "y_pred")
+        y_true, y_pred = self.dense_inputs(y_true, y_pred)
         values = stable_ops.kl_divergence(
             y_true, y_pred, axis=self.axis, from_logits=self.from_logits
         )
         return values, None
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"from_logits": self.from_logits, "axis": self.axis})
-        return config

@@ -1,10 +1,10 @@
 """Poisson negative log-likelihood from log-rates (or rates), no epsilon."""
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
+from keras_stable.common.arguments import flag
 from keras_stable.common.checks import align_ranks
-from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import to_float32
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import StableLoss
 from keras_stable.losses._elementwise import mean_over_last_axis
 
@@ -66,24 +66,9 @@ class StablePoisson(StableLoss):
     10.06767
     """
 
-    def __init__(
-        self,
-        log_input=True,
-        full=False,
-        reduction="sum_over_batch_size",
-        name="stable_poisson",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.log_input = check_bool(log_input, "log_input")
-        self.full = check_bool(full, "full")
+    args = (flag("log_input", True), flag("full", False))
 
     def losses_and_valid(self, y_true, y_pred):
         y_true, y_pred = align_ranks(to_float32(y_true), to_float32(y_pred))
         values = stable_ops.poisson_nll(y_true, y_pred, full=self.full, log_input=self.log_input)
         return mean_over_last_axis(values)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"log_input": self.log_input, "full": self.full})
-        return config

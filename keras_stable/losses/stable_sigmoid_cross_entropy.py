@@ -5,15 +5,14 @@ import functools
 from keras import ops
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
-from keras_stable.common.checks import check_axis
-from keras_stable.common.checks import check_bool
-from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.checks import check_unit_interval_labels
-from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
-from keras_stable.losses._base import StableLoss
+from keras_stable.common.serialization import register
+from keras_stable.losses._base import AXIS
+from keras_stable.losses._base import FROM_LOGITS
+from keras_stable.losses._base import LABEL_SMOOTHING
+from keras_stable.losses._base import LogitsLoss
 from keras_stable.losses._elementwise import mean_over_observed_axis
 
 
@@ -32,7 +31,7 @@ def _same_rank(y_true, y_pred):
     return y_true, y_pred
 
 
-def _binary_losses_and_valid(elementwise, y_true, y_pred, label_smoothing, axis):
+def _binary_losses_and_valid(loss, elementwise, y_true, y_pred):
     """`(values, valid)` of a binary cross-entropy whose NaN labels are missing.
 
     `elementwise(labels, y_pred)` is the loss's functional twin. A NaN label
@@ -40,25 +39,27 @@ def _binary_losses_and_valid(elementwise, y_true, y_pred, label_smoothing, axis)
     selected away after - the double where: the twin's value and gradient
     there are finite, and the select gives the entry exactly 0 and a zero
     gradient (`0 * NaN` or a single `where` would leak NaN into both). The
-    mean over `axis` counts the observed entries only; an example with none
-    is left out of the reduction (`valid`). Labels given as NumPy data must
-    lie in [0, 1] (a `ValueError` otherwise; tensors are not read).
+    mean over `loss.axis` counts the observed entries only; an example with
+    none is left out of the reduction (`valid`). Labels given as NumPy data
+    must lie in [0, 1] (a `ValueError` otherwise; tensors are not read).
     """
     given = y_true
     y_true = ops.cast(ops.convert_to_tensor(y_true), "float32")
-    y_true, y_pred = _same_rank(y_true, to_float32(y_pred))
+    y_pred = ops.convert_to_tensor(y_pred)
+    y_true, scores = _same_rank(y_true, to_float32(y_pred))
+    scores = loss.handed_over(y_pred, scores)
     check_unit_interval_labels(given, "y_true")  # after the shape check
     observed = ops.logical_not(ops.isnan(y_true))
     y_true = ops.where(observed, y_true, ops.zeros_like(y_true))
-    if label_smoothing:
-        y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
-    values = elementwise(y_true, y_pred)
+    if loss.label_smoothing:
+        y_true = y_true * (1.0 - loss.label_smoothing) + 0.5 * loss.label_smoothing
+    values = elementwise(y_true, scores)
     values = ops.where(observed, values, ops.zeros_like(values))
-    return mean_over_observed_axis(values, observed, axis)
+    return mean_over_observed_axis(values, observed, loss.axis)
 
 
 @register
-class StableSigmoidCrossEntropy(StableLoss):
+class StableSigmoidCrossEntropy(LogitsLoss):
     """Binary cross-entropy from logits (or probabilities), NaN-free.
 
     Elementwise `-y log(sigmoid(x)) - (1 - y) log(1 - sigmoid(x))`, averaged
@@ -132,36 +133,10 @@ class StableSigmoidCrossEntropy(StableLoss):
     0.6931
     """
 
-    def __init__(
-        self,
-        from_logits=True,
-        label_smoothing=0.0,
-        axis=-1,
-        reduction="sum_over_batch_size",
-        name="stable_sigmoid_cross_entropy",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.from_logits = check_bool(from_logits, "from_logits")
-        self.label_smoothing = check_label_smoothing(label_smoothing)
-        self.axis = check_axis(axis)
+    args = (FROM_LOGITS, LABEL_SMOOTHING, AXIS)
 
     def losses_and_valid(self, y_true, y_pred):
-        warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
         elementwise = functools.partial(
             stable_ops.sigmoid_cross_entropy, from_logits=self.from_logits
         )
-        return _binary_losses_and_valid(
-            elementwise, y_true, y_pred, self.label_smoothing, self.axis
-        )
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "from_logits": self.from_logits,
-                "label_smoothing": self.label_smoothing,
-                "axis": self.axis,
-            }
-        )
-        return config
+        return _binary_losses_and_valid(self, elementwise, y_true, y_pred)

@@ -3,19 +3,18 @@
 import functools
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
-from keras_stable.common.checks import check_alpha
-from keras_stable.common.checks import check_axis
-from keras_stable.common.checks import check_bool
-from keras_stable.common.checks import check_gamma
-from keras_stable.common.checks import check_label_smoothing
-from keras_stable.common.checks import warn_if_probabilities
-from keras_stable.losses._base import StableLoss
+from keras_stable.common.serialization import register
+from keras_stable.losses._base import ALPHA
+from keras_stable.losses._base import AXIS
+from keras_stable.losses._base import FROM_LOGITS
+from keras_stable.losses._base import GAMMA
+from keras_stable.losses._base import LABEL_SMOOTHING
+from keras_stable.losses._base import LogitsLoss
 from keras_stable.losses.stable_sigmoid_cross_entropy import _binary_losses_and_valid
 
 
 @register
-class StableSigmoidFocalCrossEntropy(StableLoss):
+class StableSigmoidFocalCrossEntropy(LogitsLoss):
     """Binary focal cross-entropy (Lin et al., 2017), exact and NaN-free.
 
     Elementwise `alpha_t (1 - p_t)**gamma CE`, with `p = sigmoid(y_pred)`,
@@ -87,45 +86,13 @@ class StableSigmoidFocalCrossEntropy(StableLoss):
     7.5438
     """
 
-    def __init__(
-        self,
-        from_logits=True,
-        gamma=2.0,
-        alpha=None,
-        label_smoothing=0.0,
-        axis=-1,
-        reduction="sum_over_batch_size",
-        name="stable_sigmoid_focal_cross_entropy",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.from_logits = check_bool(from_logits, "from_logits")
-        self.gamma = check_gamma(gamma)
-        self.alpha = check_alpha(alpha)
-        self.label_smoothing = check_label_smoothing(label_smoothing)
-        self.axis = check_axis(axis)
+    args = (FROM_LOGITS, GAMMA, ALPHA, LABEL_SMOOTHING, AXIS)
 
     def losses_and_valid(self, y_true, y_pred):
-        warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
         elementwise = functools.partial(
             stable_ops.sigmoid_focal_cross_entropy,
             gamma=self.gamma,
             alpha=self.alpha,
             from_logits=self.from_logits,
         )
-        return _binary_losses_and_valid(
-            elementwise, y_true, y_pred, self.label_smoothing, self.axis
-        )
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "from_logits": self.from_logits,
-                "gamma": self.gamma,
-                "alpha": self.alpha,
-                "label_smoothing": self.label_smoothing,
-                "axis": self.axis,
-            }
-        )
-        return config
+        return _binary_losses_and_valid(self, elementwise, y_true, y_pred)

@@ -1,20 +1,15 @@
 """Categorical cross-entropy for one-hot or soft labels, in logit space."""
 
-from keras import ops
-
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
-from keras_stable.common.checks import check_axis
-from keras_stable.common.checks import check_bool
-from keras_stable.common.checks import check_label_smoothing
-from keras_stable.common.checks import check_same_shape
-from keras_stable.common.checks import warn_if_probabilities
-from keras_stable.common.dtypes import to_float32
-from keras_stable.losses._base import StableLoss
+from keras_stable.common.serialization import register
+from keras_stable.losses._base import AXIS
+from keras_stable.losses._base import FROM_LOGITS
+from keras_stable.losses._base import LABEL_SMOOTHING
+from keras_stable.losses._base import LogitsLoss
 
 
 @register
-class StableSoftmaxCrossEntropy(StableLoss):
+class StableSoftmaxCrossEntropy(LogitsLoss):
     """Softmax cross-entropy for one-hot or soft labels, NaN-free.
 
     Per example, `loss = -sum(y_true * log_softmax(y_pred), axis)`, then the
@@ -73,31 +68,14 @@ class StableSoftmaxCrossEntropy(StableLoss):
     0.126928
     """
 
-    def __init__(
-        self,
-        from_logits=True,
-        label_smoothing=0.0,
-        axis=-1,
-        reduction="sum_over_batch_size",
-        name="stable_softmax_cross_entropy",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.from_logits = check_bool(from_logits, "from_logits")
-        self.label_smoothing = check_label_smoothing(label_smoothing)
-        self.axis = check_axis(axis)
+    args = (FROM_LOGITS, LABEL_SMOOTHING, AXIS)
+    shape_hint = (
+        " Labels are one-hot or soft; for integer class indices use "
+        "`StableSparseSoftmaxCrossEntropy`."
+    )
 
     def losses_and_valid(self, y_true, y_pred):
-        warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
-        y_true = ops.convert_to_tensor(y_true)
-        y_pred = to_float32(y_pred)
-        check_same_shape(
-            y_true,
-            y_pred,
-            "y_true",
-            "y_pred",
-            hint=" Labels are one-hot or soft; for integer class indices use `StableSparseSoftmaxCrossEntropy`.",
-        )
+        y_true, y_pred = self.dense_inputs(y_true, y_pred)
         values = stable_ops.softmax_cross_entropy(
             y_true,
             y_pred,
@@ -106,14 +84,3 @@ class StableSoftmaxCrossEntropy(StableLoss):
             from_logits=self.from_logits,
         )
         return values, None
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "from_logits": self.from_logits,
-                "label_smoothing": self.label_smoothing,
-                "axis": self.axis,
-            }
-        )
-        return config

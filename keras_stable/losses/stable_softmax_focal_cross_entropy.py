@@ -1,22 +1,17 @@
 """Categorical focal cross-entropy in log space, for every gamma >= 0."""
 
-from keras import ops
-
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
-from keras_stable.common.checks import check_alpha
-from keras_stable.common.checks import check_axis
-from keras_stable.common.checks import check_bool
-from keras_stable.common.checks import check_gamma
-from keras_stable.common.checks import check_label_smoothing
-from keras_stable.common.checks import check_same_shape
-from keras_stable.common.checks import warn_if_probabilities
-from keras_stable.common.dtypes import to_float32
-from keras_stable.losses._base import StableLoss
+from keras_stable.common.serialization import register
+from keras_stable.losses._base import AXIS
+from keras_stable.losses._base import CLASS_ALPHA
+from keras_stable.losses._base import FROM_LOGITS
+from keras_stable.losses._base import GAMMA
+from keras_stable.losses._base import LABEL_SMOOTHING
+from keras_stable.losses._base import LogitsLoss
 
 
 @register
-class StableSoftmaxFocalCrossEntropy(StableLoss):
+class StableSoftmaxFocalCrossEntropy(LogitsLoss):
     """Categorical focal cross-entropy (Lin et al., 2017), exact and NaN-free.
 
     Per example, `loss = -sum(alpha * (1 - p)**gamma * y_true * log(p), axis)`
@@ -84,29 +79,11 @@ class StableSoftmaxFocalCrossEntropy(StableLoss):
     7.5
     """
 
-    def __init__(
-        self,
-        from_logits=True,
-        gamma=2.0,
-        alpha=None,
-        label_smoothing=0.0,
-        axis=-1,
-        reduction="sum_over_batch_size",
-        name="stable_softmax_focal_cross_entropy",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.from_logits = check_bool(from_logits, "from_logits")
-        self.gamma = check_gamma(gamma)
-        self.alpha = check_alpha(alpha, per_class=True)
-        self.label_smoothing = check_label_smoothing(label_smoothing)
-        self.axis = check_axis(axis)
+    args = (FROM_LOGITS, GAMMA, CLASS_ALPHA, LABEL_SMOOTHING, AXIS)
+    shape_hint = " Labels are one-hot or soft."
 
     def losses_and_valid(self, y_true, y_pred):
-        warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
-        y_true = ops.convert_to_tensor(y_true)
-        y_pred = to_float32(y_pred)
-        check_same_shape(y_true, y_pred, "y_true", "y_pred", hint=" Labels are one-hot or soft.")
+        y_true, y_pred = self.dense_inputs(y_true, y_pred)
         values = stable_ops.softmax_focal_cross_entropy(
             y_true,
             y_pred,
@@ -117,16 +94,3 @@ class StableSoftmaxFocalCrossEntropy(StableLoss):
             label_smoothing=self.label_smoothing,
         )
         return values, None
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "from_logits": self.from_logits,
-                "gamma": self.gamma,
-                "alpha": self.alpha,
-                "label_smoothing": self.label_smoothing,
-                "axis": self.axis,
-            }
-        )
-        return config

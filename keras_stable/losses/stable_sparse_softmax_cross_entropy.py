@@ -3,18 +3,17 @@
 from keras import ops
 
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
-from keras_stable.common.checks import check_axis
-from keras_stable.common.checks import check_bool
+from keras_stable.common.arguments import Arg
 from keras_stable.common.checks import check_ignore_class
 from keras_stable.common.checks import integer_labels
-from keras_stable.common.checks import warn_if_probabilities
-from keras_stable.common.dtypes import to_float32
-from keras_stable.losses._base import StableLoss
+from keras_stable.common.serialization import register
+from keras_stable.losses._base import AXIS
+from keras_stable.losses._base import FROM_LOGITS
+from keras_stable.losses._base import LogitsLoss
 
 
 @register
-class StableSparseSoftmaxCrossEntropy(StableLoss):
+class StableSparseSoftmaxCrossEntropy(LogitsLoss):
     """Softmax cross-entropy for integer class labels, NaN-free.
 
     Per example, `loss = logsumexp(y_pred, axis) - y_pred[y_true]`, then the
@@ -75,23 +74,10 @@ class StableSparseSoftmaxCrossEntropy(StableLoss):
     0.0
     """
 
-    def __init__(
-        self,
-        from_logits=True,
-        ignore_class=None,
-        axis=-1,
-        reduction="sum_over_batch_size",
-        name="stable_sparse_softmax_cross_entropy",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.from_logits = check_bool(from_logits, "from_logits")
-        self.ignore_class = check_ignore_class(ignore_class)
-        self.axis = check_axis(axis)
+    args = (FROM_LOGITS, Arg("ignore_class", None, check_ignore_class), AXIS)
 
     def losses_and_valid(self, y_true, y_pred):
-        warn_if_probabilities(y_pred, self.from_logits, type(self).__name__)
-        y_pred = to_float32(y_pred)
+        y_pred = self.scores(y_pred)
         labels, integral = integer_labels(y_true, y_pred, self.axis)
         values = stable_ops.sparse_softmax_cross_entropy(
             labels,
@@ -110,14 +96,3 @@ class StableSparseSoftmaxCrossEntropy(StableLoss):
             if valid is not None:
                 valid = ops.logical_or(ops.logical_not(integral), valid)
         return values, valid
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "from_logits": self.from_logits,
-                "ignore_class": self.ignore_class,
-                "axis": self.axis,
-            }
-        )
-        return config

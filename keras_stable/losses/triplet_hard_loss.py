@@ -1,19 +1,16 @@
 """Batch-hard triplet loss (TF Addons' algorithm)."""
 
-from keras import ops
-
-from keras_stable._serialization import register
-from keras_stable.common.checks import check_bool
+from keras_stable.common.arguments import Arg
+from keras_stable.common.arguments import flag
 from keras_stable.common.checks import check_distance_metric
 from keras_stable.common.checks import check_margin
-from keras_stable.losses._base import PerExample
-from keras_stable.losses._base import StableLoss
-from keras_stable.losses._batch_level import batch_presence
+from keras_stable.common.serialization import register
+from keras_stable.losses._batch_level import BatchLevelLoss
 from keras_stable.ops.triplet import hard_triplet_terms
 
 
 @register
-class TripletHardLoss(StableLoss):
+class TripletHardLoss(BatchLevelLoss):
     """Batch-hard triplet loss, NaN-free.
 
     The counterpart of `tfa.losses.TripletHardLoss` (same arguments, same
@@ -72,43 +69,13 @@ class TripletHardLoss(StableLoss):
         Re-Identification (2017), arXiv:1703.07737.
     """
 
-    def __init__(
-        self,
-        margin=1.0,
-        soft=False,
-        distance_metric="L2",
-        reduction="sum_over_batch_size",
-        name="triplet_hard_loss",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.margin = check_margin(margin)
-        self.soft = check_bool(soft, "soft")
-        self.distance_metric = check_distance_metric(distance_metric)
+    args = (
+        Arg("margin", 1.0, check_margin),
+        flag("soft", False),
+        Arg("distance_metric", "L2", check_distance_metric),
+    )
 
-    def losses_and_valid(self, y_true, y_pred):
-        return hard_triplet_terms(y_true, y_pred, self.margin, self.soft, self.distance_metric)
-
-    def per_example(self, y_true, y_pred, sample_weight=None, mask=None):
-        batch = ops.shape(ops.convert_to_tensor(y_pred))[0]
-        present, sample_weight = batch_presence(sample_weight, mask, batch)
-        values, valid = hard_triplet_terms(
-            y_true,
-            y_pred,
-            self.margin,
-            self.soft,
-            self.distance_metric,
-            present,
+    def terms(self, y_true, y_pred, present=None):
+        return hard_triplet_terms(
+            y_true, y_pred, self.margin, self.soft, self.distance_metric, present
         )
-        return PerExample(values, sample_weight, None, valid)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "margin": self.margin,
-                "soft": self.soft,
-                "distance_metric": self.distance_metric,
-            }
-        )
-        return config

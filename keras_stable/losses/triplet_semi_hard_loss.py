@@ -1,18 +1,15 @@
 """Triplet loss with semi-hard negative mining (TF Addons' algorithm)."""
 
-from keras import ops
-
-from keras_stable._serialization import register
+from keras_stable.common.arguments import Arg
 from keras_stable.common.checks import check_distance_metric
 from keras_stable.common.checks import check_margin
-from keras_stable.losses._base import PerExample
-from keras_stable.losses._base import StableLoss
-from keras_stable.losses._batch_level import batch_presence
+from keras_stable.common.serialization import register
+from keras_stable.losses._batch_level import BatchLevelLoss
 from keras_stable.ops.triplet import semihard_triplet_terms
 
 
 @register
-class TripletSemiHardLoss(StableLoss):
+class TripletSemiHardLoss(BatchLevelLoss):
     """Triplet loss with semi-hard negative mining, NaN-free.
 
     The counterpart of `tfa.losses.TripletSemiHardLoss` (same arguments,
@@ -77,30 +74,10 @@ class TripletSemiHardLoss(StableLoss):
         Schroff et al., FaceNet (2015), arXiv:1503.03832.
     """
 
-    def __init__(
-        self,
-        margin=1.0,
-        distance_metric="L2",
-        reduction="sum_over_batch_size",
-        name="triplet_semi_hard_loss",
-        dtype=None,
-    ):
-        super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.margin = check_margin(margin)
-        self.distance_metric = check_distance_metric(distance_metric)
+    args = (
+        Arg("margin", 1.0, check_margin),
+        Arg("distance_metric", "L2", check_distance_metric),
+    )
 
-    def losses_and_valid(self, y_true, y_pred):
-        return semihard_triplet_terms(y_true, y_pred, self.margin, self.distance_metric)
-
-    def per_example(self, y_true, y_pred, sample_weight=None, mask=None):
-        batch = ops.shape(ops.convert_to_tensor(y_pred))[0]
-        present, sample_weight = batch_presence(sample_weight, mask, batch)
-        values, valid = semihard_triplet_terms(
-            y_true, y_pred, self.margin, self.distance_metric, present
-        )
-        return PerExample(values, sample_weight, None, valid)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"margin": self.margin, "distance_metric": self.distance_metric})
-        return config
+    def terms(self, y_true, y_pred, present=None):
+        return semihard_triplet_terms(y_true, y_pred, self.margin, self.distance_metric, present)

@@ -13,6 +13,8 @@ mean over the concatenated data, and the states add up across replicas.
 import keras
 from keras import ops
 
+from keras_stable.common.arguments import Arg
+from keras_stable.common.arguments import declared_init
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import weighted_sum_and_count
 
@@ -21,13 +23,21 @@ class LossMeanMetric(keras.metrics.Metric):
     """`sum(w * loss) / sum(w)` over everything seen since the last reset.
 
     Subclasses set `loss_class` (the twin loss) and `loss_args` (the names
-    of the loss's constructor arguments the metric takes); their
-    `__init__` passes those arguments on by keyword. The arguments become
-    attributes and config entries of the metric.
+    of the loss's constructor arguments the metric takes). The constructor
+    is `(*loss_args, name, dtype)`, with the loss's defaults and checks and
+    `name` the class name in snake case; the arguments become attributes
+    and config entries of the metric.
     """
 
     loss_class = None
     loss_args = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in vars(cls) and cls.loss_class is not None:
+            args = tuple(cls.loss_class.arg(name) for name in cls.loss_args)
+            keras_args = (Arg("name"), Arg("dtype"))
+            cls.__init__ = declared_init(cls, args, keras_args, LossMeanMetric.__init__)
 
     def __init__(self, name=None, dtype=None, **loss_kwargs):
         super().__init__(name=name, dtype=dtype)

@@ -1,7 +1,7 @@
 """Huber loss over the observed labels, as a metric."""
 
 from keras_stable import losses
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.metrics._base import LossMeanMetric
 
 
@@ -45,6 +45,3 @@ class MaskedHuber(LossMeanMetric):
 
     loss_class = losses.MaskedHuber
     loss_args = ("delta",)
-
-    def __init__(self, delta=1.0, name="masked_huber", dtype=None):
-        super().__init__(name=name, dtype=dtype, delta=delta)

@@ -1,7 +1,7 @@
 """Mean absolute error over the observed labels, as a metric."""
 
 from keras_stable import losses
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.metrics._base import LossMeanMetric
 
 
@@ -45,6 +45,3 @@ class MaskedMeanAbsoluteError(LossMeanMetric):
 
     loss_class = losses.MaskedMeanAbsoluteError
     loss_args = ()
-
-    def __init__(self, name="masked_mean_absolute_error", dtype=None):
-        super().__init__(name=name, dtype=dtype)

@@ -1,7 +1,7 @@
 """Mean squared error over the observed labels, as a metric."""
 
 from keras_stable import losses
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.metrics._base import LossMeanMetric
 
 
@@ -46,6 +46,3 @@ class MaskedMeanSquaredError(LossMeanMetric):
 
     loss_class = losses.MaskedMeanSquaredError
     loss_args = ()
-
-    def __init__(self, name="masked_mean_squared_error", dtype=None):
-        super().__init__(name=name, dtype=dtype)

@@ -5,9 +5,9 @@ from keras import ops
 
 from keras_stable import losses
 from keras_stable import ops as stable_ops
-from keras_stable._serialization import register
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import weighted_sum_and_count
+from keras_stable.common.serialization import register
 from keras_stable.losses.masked_multi_task_distance import prepare_task_inputs
 
 

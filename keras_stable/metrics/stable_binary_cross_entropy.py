@@ -1,6 +1,6 @@
 """Mean binary (sigmoid) cross-entropy, as a metric."""
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.losses.stable_sigmoid_cross_entropy import StableSigmoidCrossEntropy
 from keras_stable.metrics._base import LossMeanMetric
 
@@ -48,19 +48,3 @@ class StableBinaryCrossEntropy(LossMeanMetric):
 
     loss_class = StableSigmoidCrossEntropy
     loss_args = ("from_logits", "label_smoothing", "axis")
-
-    def __init__(
-        self,
-        from_logits=True,
-        label_smoothing=0.0,
-        axis=-1,
-        name="stable_binary_cross_entropy",
-        dtype=None,
-    ):
-        super().__init__(
-            name=name,
-            dtype=dtype,
-            from_logits=from_logits,
-            label_smoothing=label_smoothing,
-            axis=axis,
-        )

@@ -1,6 +1,6 @@
 """Mean softmax cross-entropy of one-hot or soft labels, as a metric."""
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.losses.stable_softmax_cross_entropy import StableSoftmaxCrossEntropy
 from keras_stable.metrics._base import LossMeanMetric
 
@@ -45,19 +45,3 @@ class StableCrossEntropy(LossMeanMetric):
 
     loss_class = StableSoftmaxCrossEntropy
     loss_args = ("from_logits", "label_smoothing", "axis")
-
-    def __init__(
-        self,
-        from_logits=True,
-        label_smoothing=0.0,
-        axis=-1,
-        name="stable_cross_entropy",
-        dtype=None,
-    ):
-        super().__init__(
-            name=name,
-            dtype=dtype,
-            from_logits=from_logits,
-            label_smoothing=label_smoothing,
-            axis=axis,
-        )

@@ -5,10 +5,10 @@ import numbers
 import keras
 from keras import ops
 
-from keras_stable._serialization import register
 from keras_stable.common.checks import align_ranks
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.reduction import keras_mask_of
+from keras_stable.common.serialization import register
 from keras_stable.metrics import _moments
 from keras_stable.ops import safe_divide
 

@@ -1,6 +1,6 @@
 """Mean softmax cross-entropy of integer labels, as a metric."""
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.losses.stable_sparse_softmax_cross_entropy import StableSparseSoftmaxCrossEntropy
 from keras_stable.metrics._base import LossMeanMetric
 
@@ -46,19 +46,3 @@ class StableSparseCrossEntropy(LossMeanMetric):
 
     loss_class = StableSparseSoftmaxCrossEntropy
     loss_args = ("from_logits", "ignore_class", "axis")
-
-    def __init__(
-        self,
-        from_logits=True,
-        ignore_class=None,
-        axis=-1,
-        name="stable_sparse_cross_entropy",
-        dtype=None,
-    ):
-        super().__init__(
-            name=name,
-            dtype=dtype,
-            from_logits=from_logits,
-            ignore_class=ignore_class,
-            axis=axis,
-        )

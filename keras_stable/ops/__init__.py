@@ -17,9 +17,9 @@ for the ops of this package, `ops.probabilities` (the reading of
 `keras_stable.common.checks`.
 """
 
+from keras_stable.ops.attention import dot_product_attention
 from keras_stable.ops.contrastive import contrastive_loss
 from keras_stable.ops.contrastive import info_nce_loss
-from keras_stable.ops.attention import dot_product_attention
 from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy

@@ -1,4 +1,4 @@
-"""The one registration helper for every keras_stable class (private).
+"""The one registration helper for every keras_stable class.
 
 Registered names (`keras_stable>ClassName`) are an on-disk format: `.keras`
 files store them. Renaming a class must keep the old name registered, by
