@@ -8,6 +8,7 @@ test can run both ways and compare them.
 """
 
 import keras
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -25,6 +26,40 @@ TOLERANCES = {
 only_tensorflow = pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow backend only")
 only_jax = pytest.mark.skipif(BACKEND != "jax", reason="JAX backend only")
 only_torch = pytest.mark.skipif(BACKEND != "torch", reason="torch backend only")
+
+
+# The dtypes of the numerical sweeps, and their NumPy types (for rounding
+# float64 references the way a tensor of that dtype holds them).
+DTYPES = ("float32", "float16", "bfloat16")
+NP_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+# Every reduction a `keras.losses.Loss` takes.
+REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none")
+
+
+def cast_tensor(x, dtype="float32"):
+    """`x` as a float32 tensor cast to `dtype` (integers become floats too)."""
+    return keras.ops.cast(keras.ops.convert_to_tensor(np.asarray(x, "float32")), dtype)
+
+
+def float_tensor(x, dtype):
+    """A float array as `cast_tensor(x, dtype)`; any other array (labels,
+    masks) as a tensor of its own dtype."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f":
+        return cast_tensor(x, dtype)
+    return keras.ops.convert_to_tensor(x)
+
+
+def round_to(x, dtype):
+    """What a float64 array becomes in `dtype`, back in float64 (1e30 is
+    inf in float16, as in the tensors)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, "float64").astype(NP_DTYPES[dtype]).astype("float64")
+
+
+def dtype_of(x):
+    """The standardized dtype name of a tensor."""
+    return keras.backend.standardize_dtype(x.dtype)
 
 
 def to_numpy(x):
