@@ -7,7 +7,10 @@ jit_compile=True)`; JAX: `jax.jit`; torch: eager only), so every numerical
 test can run both ways and compare them.
 """
 
+import json
+
 import keras
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -27,6 +30,40 @@ only_jax = pytest.mark.skipif(BACKEND != "jax", reason="JAX backend only")
 only_torch = pytest.mark.skipif(BACKEND != "torch", reason="torch backend only")
 
 
+# The dtypes of the numerical sweeps, and their NumPy types (for rounding
+# float64 references the way a tensor of that dtype holds them).
+DTYPES = ("float32", "float16", "bfloat16")
+NP_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+# Every reduction a `keras.losses.Loss` takes.
+REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none")
+
+
+def cast_tensor(x, dtype="float32"):
+    """`x` as a float32 tensor cast to `dtype` (integers become floats too)."""
+    return keras.ops.cast(keras.ops.convert_to_tensor(np.asarray(x, "float32")), dtype)
+
+
+def float_tensor(x, dtype):
+    """A float array as `cast_tensor(x, dtype)`; any other array (labels,
+    masks) as a tensor of its own dtype."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f":
+        return cast_tensor(x, dtype)
+    return keras.ops.convert_to_tensor(x)
+
+
+def round_to(x, dtype):
+    """What a float64 array becomes in `dtype`, back in float64 (1e30 is
+    inf in float16, as in the tensors)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, "float64").astype(NP_DTYPES[dtype]).astype("float64")
+
+
+def dtype_of(x):
+    """The standardized dtype name of a tensor."""
+    return keras.backend.standardize_dtype(x.dtype)
+
+
 def to_numpy(x):
     """Any backend tensor (bfloat16 included) → float64/int/bool NumPy array."""
     x = keras.ops.convert_to_tensor(x)
@@ -37,6 +74,54 @@ def to_numpy(x):
     if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
         return x.astype("float64")
     return x
+
+
+def native_numpy(x):
+    """A tensor as NumPy in its own dtype (`to_numpy` gives float64)."""
+    return np.asarray(keras.ops.convert_to_numpy(x))
+
+
+def metric_result(metric, batches):
+    """A fresh metric's result after one `update_state` per batch."""
+    metric.reset_state()
+    for batch in batches:
+        metric.update_state(*batch)
+    return to_numpy(metric.result())
+
+
+def split_batches(arrays, sizes):
+    """`arrays` (None stays None) cut along the first axis into batches of
+    `sizes`: a list of tuples, one per batch."""
+    out, start = [], 0
+    for size in sizes:
+        out.append(tuple(None if a is None else a[start : start + size] for a in arrays))
+        start += size
+    return out
+
+
+def keras_clip(y_pred):
+    """The probabilities Keras's cross-entropies use (clipped in float32)."""
+    eps = np.float32(1e-7)
+    return np.clip(np.asarray(y_pred, "float32"), eps, np.float32(1.0) - eps)
+
+
+def keras_serialization_round_trip(instance):
+    """`run_class_serialization_test` of Keras, with the public API."""
+
+    def as_json(config):
+        return json.dumps(config, sort_keys=True, default=str)
+
+    config = instance.get_config()
+    revived = type(instance).from_config(config)
+    assert as_json(revived.get_config()) == as_json(config)
+    assert set(dir(revived)) == set(dir(instance))
+
+    serialized = json.loads(json.dumps(keras.saving.serialize_keras_object(instance)))
+    revived = keras.saving.deserialize_keras_object(serialized)
+    assert type(revived) is type(instance)
+    assert as_json(revived.get_config()) == as_json(config)
+    assert set(dir(revived)) - {"__annotations__"} == set(dir(instance)) - {"__annotations__"}
+    return revived
 
 
 def tensor(x, dtype=None):

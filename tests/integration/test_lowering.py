@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.loss_harness import LOSS_SPECS
+from tests.harness.loss_specs import LOSS_SPECS
 
 pytestmark = pytest.mark.jax
 

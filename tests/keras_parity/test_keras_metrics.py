@@ -35,15 +35,15 @@ Adaptations
   xfail can only hide that difference.
 """
 
-import json
-
-import keras
 import numpy as np
 import pytest
 
 from keras_stable.metrics import StableBinaryCrossEntropy
 from keras_stable.metrics import StableCrossEntropy
 from keras_stable.metrics import StableSparseCrossEntropy
+from tests.backend_utils import keras_clip
+from tests.backend_utils import keras_serialization_round_trip
+from tests.backend_utils import native_numpy
 
 NO_CLIP = (
     "Deliberate difference (documented): no epsilon clipping of "
@@ -62,35 +62,6 @@ IGNORED_NOT_COUNTED = (
 )
 
 
-def _np(x):
-    return np.asarray(keras.ops.convert_to_numpy(x))
-
-
-def _keras_clip(y_pred):
-    """The probabilities Keras's cross-entropies use (clipped in float32)."""
-    eps = np.float32(1e-7)
-    return np.clip(np.asarray(y_pred, "float32"), eps, np.float32(1.0) - eps)
-
-
-def _serialization_roundtrip(instance):
-    """`run_class_serialization_test` of Keras, with the public API."""
-
-    def as_json(config):
-        return json.dumps(config, sort_keys=True, default=str)
-
-    config = instance.get_config()
-    revived = type(instance).from_config(config)
-    assert as_json(revived.get_config()) == as_json(config)
-    assert set(dir(revived)) == set(dir(instance))
-
-    serialized = json.loads(json.dumps(keras.saving.serialize_keras_object(instance)))
-    revived = keras.saving.deserialize_keras_object(serialized)
-    assert type(revived) is type(instance)
-    assert as_json(revived.get_config()) == as_json(config)
-    assert set(dir(revived)) - {"__annotations__"} == set(dir(instance)) - {"__annotations__"}
-    return revived
-
-
 # ---------------------------------------------------------------------------
 # BinaryCrossentropyTest -> StableBinaryCrossEntropy
 # ---------------------------------------------------------------------------
@@ -102,7 +73,7 @@ BCE_LOGITS = np.array([[10.0, -10.0, 10.0], [10.0, 10.0, -10.0]])
 
 
 def test_binary_crossentropy_config():
-    revived = _serialization_roundtrip(
+    revived = keras_serialization_round_trip(
         StableBinaryCrossEntropy(name="bce", dtype="int32", label_smoothing=0.2)
     )
     assert revived.name == "bce"
@@ -113,39 +84,39 @@ def test_binary_crossentropy_config():
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=NO_CLIP)
 def test_binary_crossentropy_unweighted():
     clipped = StableBinaryCrossEntropy(from_logits=False)(
-        BCE_PROBS_TRUE, _keras_clip(BCE_PROBS_PRED)
+        BCE_PROBS_TRUE, keras_clip(BCE_PROBS_PRED)
     )
-    if not np.allclose(_np(clipped), 3.9855, atol=1e-3):
-        raise RuntimeError(f"not only the clip differs: {_np(clipped)}")
+    if not np.allclose(native_numpy(clipped), 3.9855, atol=1e-3):
+        raise RuntimeError(f"not only the clip differs: {native_numpy(clipped)}")
     bce_obj = StableBinaryCrossEntropy(from_logits=False)
     result = bce_obj(BCE_PROBS_TRUE, BCE_PROBS_PRED)
-    np.testing.assert_allclose(_np(result), 3.9855, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 3.9855, atol=1e-3, rtol=1e-6)
 
 
 def test_binary_crossentropy_unweighted_with_logits():
     bce_obj = StableBinaryCrossEntropy(from_logits=True)
     result = bce_obj(BCE_LOGITS_TRUE, BCE_LOGITS)
-    np.testing.assert_allclose(_np(result), 3.333, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 3.333, atol=1e-3, rtol=1e-6)
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=NO_CLIP)
 def test_binary_crossentropy_weighted():
     sample_weight = np.array([1.5, 2.0])
     clipped = StableBinaryCrossEntropy(from_logits=False)(
-        BCE_PROBS_TRUE, _keras_clip(BCE_PROBS_PRED), sample_weight=sample_weight
+        BCE_PROBS_TRUE, keras_clip(BCE_PROBS_PRED), sample_weight=sample_weight
     )
-    if not np.allclose(_np(clipped), 3.4162, atol=1e-3):
-        raise RuntimeError(f"not only the clip differs: {_np(clipped)}")
+    if not np.allclose(native_numpy(clipped), 3.4162, atol=1e-3):
+        raise RuntimeError(f"not only the clip differs: {native_numpy(clipped)}")
     bce_obj = StableBinaryCrossEntropy(from_logits=False)
     result = bce_obj(BCE_PROBS_TRUE, BCE_PROBS_PRED, sample_weight=sample_weight)
-    np.testing.assert_allclose(_np(result), 3.4162, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 3.4162, atol=1e-3, rtol=1e-6)
 
 
 def test_binary_crossentropy_weighted_from_logits():
     bce_obj = StableBinaryCrossEntropy(from_logits=True)
     sample_weight = np.array([2.0, 2.5])
     result = bce_obj(BCE_LOGITS_TRUE, BCE_LOGITS, sample_weight=sample_weight)
-    np.testing.assert_allclose(_np(result), 3.7037, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 3.7037, atol=1e-3, rtol=1e-6)
 
 
 def test_binary_crossentropy_label_smoothing():
@@ -155,7 +126,7 @@ def test_binary_crossentropy_label_smoothing():
     bce_obj = StableBinaryCrossEntropy(from_logits=True, label_smoothing=label_smoothing)
     result = bce_obj(y_true, logits)
     expected_value = (10.0 + 5.0 * label_smoothing) / 3.0
-    np.testing.assert_allclose(_np(result), expected_value, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), expected_value, atol=1e-3, rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------
@@ -169,7 +140,7 @@ CCE_SAMPLE_WEIGHT = np.array([1.5, 2.0])
 
 
 def test_categorical_crossentropy_config():
-    revived = _serialization_roundtrip(
+    revived = keras_serialization_round_trip(
         StableCrossEntropy(name="cce", dtype="int32", label_smoothing=0.2)
     )
     assert revived.name == "cce"
@@ -180,32 +151,32 @@ def test_categorical_crossentropy_config():
 def test_categorical_crossentropy_unweighted():
     cce_obj = StableCrossEntropy(from_logits=False)
     result = cce_obj(CCE_TRUE, CCE_PROBS)
-    np.testing.assert_allclose(_np(result), 1.176, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 1.176, atol=1e-3, rtol=1e-6)
 
 
 def test_categorical_crossentropy_unweighted_from_logits():
     cce_obj = StableCrossEntropy(from_logits=True)
     result = cce_obj(CCE_TRUE, CCE_LOGITS)
-    np.testing.assert_allclose(_np(result), 3.5011, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 3.5011, atol=1e-3, rtol=1e-6)
 
 
 def test_categorical_crossentropy_weighted():
     cce_obj = StableCrossEntropy(from_logits=False)
     result = cce_obj(CCE_TRUE, CCE_PROBS, sample_weight=CCE_SAMPLE_WEIGHT)
-    np.testing.assert_allclose(_np(result), 1.338, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 1.338, atol=1e-3, rtol=1e-6)
 
 
 def test_categorical_crossentropy_weighted_from_logits():
     cce_obj = StableCrossEntropy(from_logits=True)
     result = cce_obj(CCE_TRUE, CCE_LOGITS, sample_weight=CCE_SAMPLE_WEIGHT)
-    np.testing.assert_allclose(_np(result), 4.0012, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 4.0012, atol=1e-3, rtol=1e-6)
 
 
 def test_categorical_crossentropy_label_smoothing():
     label_smoothing = 0.1
     cce_obj = StableCrossEntropy(from_logits=True, label_smoothing=label_smoothing)
     loss = cce_obj(CCE_TRUE, CCE_LOGITS)
-    np.testing.assert_allclose(_np(loss), 3.667, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(loss), 3.667, atol=1e-3, rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------
@@ -219,7 +190,7 @@ IGNORE_LOGITS = np.array([[10, 1, 1], [1, 9, 0], [1, 8, 1]], dtype=np.float32)
 
 
 def test_sparse_categorical_crossentropy_config():
-    revived = _serialization_roundtrip(StableSparseCrossEntropy(name="scce", dtype="int32"))
+    revived = keras_serialization_round_trip(StableSparseCrossEntropy(name="scce", dtype="int32"))
     assert revived.name == "scce"
     assert revived.dtype == "int32"
 
@@ -227,25 +198,25 @@ def test_sparse_categorical_crossentropy_config():
 def test_sparse_categorical_crossentropy_unweighted():
     scce_obj = StableSparseCrossEntropy(from_logits=False)
     result = scce_obj(SCCE_TRUE, CCE_PROBS)
-    np.testing.assert_allclose(_np(result), 1.176, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 1.176, atol=1e-3, rtol=1e-6)
 
 
 def test_sparse_categorical_crossentropy_unweighted_from_logits():
     scce_obj = StableSparseCrossEntropy(from_logits=True)
     result = scce_obj(SCCE_TRUE, CCE_LOGITS)
-    np.testing.assert_allclose(_np(result), 3.5011, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 3.5011, atol=1e-3, rtol=1e-6)
 
 
 def test_sparse_categorical_crossentropy_weighted():
     scce_obj = StableSparseCrossEntropy(from_logits=False)
     result = scce_obj(SCCE_TRUE, CCE_PROBS, sample_weight=CCE_SAMPLE_WEIGHT)
-    np.testing.assert_allclose(_np(result), 1.338, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 1.338, atol=1e-3, rtol=1e-6)
 
 
 def test_sparse_categorical_crossentropy_weighted_from_logits():
     scce_obj = StableSparseCrossEntropy(from_logits=True)
     result = scce_obj(SCCE_TRUE, CCE_LOGITS, sample_weight=CCE_SAMPLE_WEIGHT)
-    np.testing.assert_allclose(_np(result), 4.0012, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 4.0012, atol=1e-3, rtol=1e-6)
 
 
 def _only_the_count_differs(metric, y_true, y_pred, expected):
@@ -253,7 +224,7 @@ def _only_the_count_differs(metric, y_true, y_pred, expected):
     examples in the mean, as Keras's unweighted metric does, gives Keras's
     number."""
     counted = int(np.sum(y_true != metric.ignore_class))
-    got = _np(metric(y_true, y_pred)) * counted / len(y_true)
+    got = native_numpy(metric(y_true, y_pred)) * counted / len(y_true)
     metric.reset_state()
     if not np.allclose(got, expected, atol=1e-3):
         raise RuntimeError(f"not only the count differs: {got}")
@@ -264,14 +235,14 @@ def test_sparse_categorical_crossentropy_ignore_class():
     scce_obj = StableSparseCrossEntropy(from_logits=False, ignore_class=0)
     _only_the_count_differs(scce_obj, IGNORE_TRUE, IGNORE_PROBS, 0.78462)
     result = scce_obj(IGNORE_TRUE, IGNORE_PROBS)
-    np.testing.assert_allclose(_np(result), 0.78462, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 0.78462, atol=1e-3, rtol=1e-6)
 
 
 def test_sparse_categorical_crossentropy_ignore_class_weighted():
     scce_obj = StableSparseCrossEntropy(from_logits=False, ignore_class=0)
     sample_weight = np.array([0.5, 1.5, 2.0])
     result = scce_obj(IGNORE_TRUE, IGNORE_PROBS, sample_weight=sample_weight)
-    np.testing.assert_allclose(_np(result), 1.33774646, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 1.33774646, atol=1e-3, rtol=1e-6)
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=IGNORED_NOT_COUNTED)
@@ -279,4 +250,4 @@ def test_sparse_categorical_crossentropy_ignore_class_from_logits():
     scce_obj = StableSparseCrossEntropy(from_logits=True, ignore_class=0)
     _only_the_count_differs(scce_obj, IGNORE_TRUE, IGNORE_LOGITS, 2.33409)
     result = scce_obj(IGNORE_TRUE, IGNORE_LOGITS)
-    np.testing.assert_allclose(_np(result), 2.33409, atol=1e-3, rtol=1e-6)
+    np.testing.assert_allclose(native_numpy(result), 2.33409, atol=1e-3, rtol=1e-6)

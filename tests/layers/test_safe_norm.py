@@ -1,6 +1,4 @@
-"""SafeNorm: the shared layer harness, plus the norm-specific checks."""
-
-import dataclasses
+"""SafeNorm: the checks beyond the spec harness (tests/layers/test_harness.py)."""
 
 import numpy as np
 import pytest
@@ -8,41 +6,6 @@ import pytest
 from keras_stable.layers import SafeNorm
 from tests import backend_utils as bu
 from tests import reference
-from tests.layer_harness import LayerHarness
-from tests.layer_harness import LayerSpec
-from tests.layer_harness import PrecisionCase
-from tests.layer_harness import default_edge_cases
-
-
-def safe_norm_reference(x, mask=None, axis=-1, keepdims=False):
-    if mask is not None:
-        x = np.where(mask, x, 0.0)
-    return reference.safe_norm(x, axis=axis, keepdims=keepdims)
-
-
-def _edge_cases():
-    cases = default_edge_cases()
-    # An infinite entry gives an infinite norm (the contract).
-    cases["neg_inf"] = dataclasses.replace(cases["neg_inf"], finite_value=False)
-    return cases
-
-
-SPEC = LayerSpec(
-    layer_cls=SafeNorm,
-    init_kwargs={"axis": -1, "keepdims": False},
-    reference=safe_norm_reference,
-    reduces_axis=True,
-    edge_cases=_edge_cases(),
-    precision_cases=[
-        PrecisionCase([[300.0] * 4], [600.0]),
-        # The float16 sum of squares overflows; the norm does not.
-        PrecisionCase([[3e4, 3e4, 0.0, 0.0]], [3e4 * np.sqrt(2.0)]),
-    ],
-)
-
-
-class TestSafeNorm(LayerHarness):
-    spec = SPEC
 
 
 def test_keepdims():

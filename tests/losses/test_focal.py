@@ -3,7 +3,7 @@
 Keras's number wherever Keras is right (every reduction, sample weights,
 class balancing, label smoothing, probabilities), the traps where it is
 not, and the argument checks. Config, saving, fit, mixed precision and the
-edge grid run in the shared harness (tests/loss_harness.py).
+edge grid run in the spec harness (tests/harness/losses.py).
 """
 
 import keras
@@ -14,13 +14,13 @@ from keras_stable.losses import StableSigmoidFocalCrossEntropy
 from keras_stable.losses import StableSoftmaxFocalCrossEntropy
 from tests import reference
 from tests.backend_utils import BACKEND
+from tests.backend_utils import REDUCTIONS
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
-
-REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none")
 
 
 def _binary(seed=0):
@@ -199,7 +199,7 @@ def test_easy_examples_with_gamma_below_one_have_finite_gradients(cls):
 def test_values_match_reference_in_half_precision():
     labels, logits, _ = _categorical(2)
     for dtype in ("float16", "bfloat16"):
-        x = keras.ops.cast(keras.ops.convert_to_tensor(logits), dtype)
+        x = cast_tensor(logits, dtype)
         out = StableSoftmaxFocalCrossEntropy(gamma=0.5, reduction="none")(labels, x)
         assert keras.backend.standardize_dtype(out.dtype) == "float32"
         rounded = to_numpy(x)

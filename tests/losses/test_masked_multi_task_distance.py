@@ -6,14 +6,13 @@ import pytest
 from keras_stable.losses import MaskedMultiTaskDistance
 from tests import reference
 from tests.backend_utils import MODES
+from tests.backend_utils import REDUCTIONS
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
 from tests.backend_utils import finite_difference
 from tests.backend_utils import to_numpy
 from tests.backend_utils import value
 from tests.backend_utils import vjp_all_modes
-
-REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none")
 
 
 def ref_loss(

@@ -18,16 +18,17 @@ from keras_stable import losses
 from keras_stable import ops
 from tests import reference as ref
 from tests.backend_utils import BACKEND
+from tests.backend_utils import DTYPES
 from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 
 K = keras.ops
 METRICS = ("L2", "squared-L2", "angular")
-DTYPES = ("float32", "float16", "bfloat16")
 
 
 # --- TF Addons, transcribed -------------------------------------------------
@@ -176,7 +177,7 @@ def test_triplet_gradients_match_finite_differences(metric):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_half_precision_embeddings(dtype):
     labels, e = _batch(3)
-    x = K.cast(K.convert_to_tensor(e), dtype)
+    x = cast_tensor(e, dtype)
     held = to_numpy(x)  # the values a half-precision model output holds
     for loss, expected in (
         (losses.TripletSemiHardLoss(), ref.triplet_semihard_loss(labels, held)),
@@ -319,7 +320,7 @@ def test_info_nce_matches_float64(dtype):
     views = np.random.default_rng(10).normal(size=(2, 6, 5)).astype("float32")
     views[1, 2] = views[0, 2]  # identical views of one example
     views[0, 4] = 0.0  # a zero embedding
-    x = K.cast(K.convert_to_tensor(views), dtype)
+    x = cast_tensor(views, dtype)
     for temperature in (0.05, 1.0):
         loss = losses.InfoNCELoss(temperature=temperature)
         out, (grad,) = vjp_all_modes(lambda v, fn=loss: fn(None, v), [x], dtype=dtype)

@@ -9,26 +9,22 @@ float64 reference, with finite gradients, eagerly and compiled.
 """
 
 import keras
-import ml_dtypes
 import numpy as np
 import pytest
 
 from keras_stable import losses
 from tests import reference as ref
 from tests.backend_utils import MODES
+from tests.backend_utils import NP_DTYPES
+from tests.backend_utils import REDUCTIONS
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 
 K = keras.ops
-REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none")
-NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-
-
-def _t(x, dtype="float32"):
-    return K.cast(K.convert_to_tensor(np.asarray(x, "float32")), dtype)
 
 
 def _data(seed=0, shape=(6, 3)):
@@ -93,7 +89,7 @@ def test_masked_losses_match_keras_on_single_outputs_and_rank_3(name, ours, thei
 def test_masked_huber_gradient_matches_keras():
     y_true, y_pred, _ = _data(3)
     _, (ours,) = vjp_all_modes(lambda p: losses.MaskedHuber(delta=0.5)(y_true, p), [y_pred])
-    _, (theirs,) = vjp(lambda p: keras.losses.Huber(delta=0.5)(y_true, p), [_t(y_pred)])
+    _, (theirs,) = vjp(lambda p: keras.losses.Huber(delta=0.5)(y_true, p), [cast_tensor(y_pred)])
     assert_close(ours, theirs)
 
 
@@ -213,10 +209,12 @@ def test_poisson_log_link(mode):
     z = np.array([[-20.0, -2.0]], "float32")
     exact = ref.poisson_nll(y_true, z).mean()
     exact_grad = (np.exp(z.astype("float64")) - y_true) / 2
-    plain, (g_plain,) = vjp(lambda v: keras.losses.Poisson()(y_true, K.exp(v)), [_t(z)], mode=mode)
+    plain, (g_plain,) = vjp(
+        lambda v: keras.losses.Poisson()(y_true, K.exp(v)), [cast_tensor(z)], mode=mode
+    )
     assert abs(plain - exact) / exact > 0.19
     assert abs(g_plain[0, 0] - exact_grad[0, 0]) / abs(exact_grad[0, 0]) > 0.9
-    ours, (g,) = vjp(lambda v: losses.StablePoisson()(y_true, v), [_t(z)], mode=mode)
+    ours, (g,) = vjp(lambda v: losses.StablePoisson()(y_true, v), [cast_tensor(z)], mode=mode)
     assert_close(ours, exact)
     assert_close(g, exact_grad)
 
@@ -228,11 +226,11 @@ def test_poisson_zero_rate(mode):
     y_true = np.array([[1.0, 0.0], [0.0, 2.0]], "float32")
     rates = np.array([[0.0, 0.5], [0.0, 0.5]], "float32")
     plain, (g_plain,) = vjp(
-        lambda p: keras.losses.Poisson(reduction="none")(y_true, p), [_t(rates)], mode=mode
+        lambda p: keras.losses.Poisson(reduction="none")(y_true, p), [cast_tensor(rates)], mode=mode
     )
     assert np.isfinite(plain[0]) and g_plain[0, 0] < -1e6
     loss = losses.StablePoisson(log_input=False, reduction="none")
-    out, (g,) = vjp(lambda p: loss(y_true, p), [_t(rates)], mode=mode)
+    out, (g,) = vjp(lambda p: loss(y_true, p), [cast_tensor(rates)], mode=mode)
     assert out[0] == np.inf
     assert_close(out[1], (0.5 - 2 * np.log(0.5)) / 2)
     assert_finite(g)
@@ -246,9 +244,9 @@ def test_poisson_values_vs_reference(dtype, full):
     counts = rng.poisson(3.0, size=(5, 4)).astype("float32")
     z = rng.uniform(-6, 4, size=(5, 4)).astype("float32")
     if dtype != "float32":
-        z = z.astype(NP[dtype]).astype("float32")
+        z = z.astype(NP_DTYPES[dtype]).astype("float32")
     loss = losses.StablePoisson(full=full, reduction="none")
-    out, (g,) = vjp_all_modes(lambda v: loss(counts, v), [_t(z, dtype)])
+    out, (g,) = vjp_all_modes(lambda v: loss(counts, v), [cast_tensor(z, dtype)])
     assert_close(out, ref.poisson_nll(counts, z, full=full).mean(-1))
     assert_close(g, (np.exp(z.astype("float64")) - counts) / 4, dtype)
 
@@ -278,11 +276,11 @@ def test_gaussian_nll_extreme_log_variances():
 @pytest.mark.parametrize("mode", MODES)
 def test_naive_gaussian_nll_in_a_loss_goes_nan(mode):
     y_true = np.array([0.0, 1e20], "float32")
-    y_pred = [_t([[0.0, -100.0], [0.0, 100.0]])]
+    y_pred = [cast_tensor([[0.0, -100.0], [0.0, 100.0]])]
 
     def naive(p):
         mean, log_var = p[:, 0], p[:, 1]
-        return K.mean(0.5 * (log_var + K.square(_t(y_true) - mean) * K.exp(-log_var)))
+        return K.mean(0.5 * (log_var + K.square(cast_tensor(y_true) - mean) * K.exp(-log_var)))
 
     plain, (g_plain,) = vjp(naive, y_pred, mode=mode)
     assert not np.isfinite(plain) or not np.isfinite(g_plain).all()
@@ -296,20 +294,22 @@ def test_gaussian_nll_target_shapes_and_dtypes(dtype):
     rng = np.random.default_rng(6)
     y_pred = rng.normal(size=(4, 3, 2)).astype("float32")
     if dtype != "float32":
-        y_pred = y_pred.astype(NP[dtype]).astype("float32")
+        y_pred = y_pred.astype(NP_DTYPES[dtype]).astype("float32")
     y_true = rng.normal(size=(4, 3)).astype("float32")
     loss = losses.StableGaussianNLL(full=True, reduction="none")
-    out, _ = vjp_all_modes(lambda p: loss(y_true, p), [_t(y_pred, dtype)])
+    out, _ = vjp_all_modes(lambda p: loss(y_true, p), [cast_tensor(y_pred, dtype)])
     expected = ref.gaussian_nll(y_true, y_pred[..., 0], y_pred[..., 1], full=True).mean(-1)
     assert_close(out, expected)
-    assert keras.backend.standardize_dtype(loss(y_true, _t(y_pred, dtype)).dtype) == "float32"
+    assert (
+        keras.backend.standardize_dtype(loss(y_true, cast_tensor(y_pred, dtype)).dtype) == "float32"
+    )
     single = to_numpy(
-        loss(y_true[:, :1], _t(y_pred[:, 0], dtype))
+        loss(y_true[:, :1], cast_tensor(y_pred[:, 0], dtype))
     )  # (batch, 1) targets, (batch, 2) head
     assert_close(
         single, ref.gaussian_nll(y_true[:, 0], y_pred[:, 0, 0], y_pred[:, 0, 1], full=True)
     )
-    flat = to_numpy(loss(y_true[:, 0], _t(y_pred[:, 0], dtype)))  # (batch,) targets
+    flat = to_numpy(loss(y_true[:, 0], cast_tensor(y_pred[:, 0], dtype)))  # (batch,) targets
     assert_close(flat, single)
 
 

@@ -7,12 +7,12 @@ import pytest
 
 from keras_stable.losses import StableKLDivergence
 from tests import reference
+from tests.backend_utils import REDUCTIONS
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp_all_modes
-
-REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none")
 
 
 def _data(seed=0):
@@ -65,7 +65,7 @@ def test_saturated_and_one_hot_targets():
 def test_values_in_half_precision_are_float32():
     labels, logits, _ = _data(1)
     for dtype in ("float16", "bfloat16"):
-        x = keras.ops.cast(keras.ops.convert_to_tensor(logits), dtype)
+        x = cast_tensor(logits, dtype)
         out = StableKLDivergence(reduction="none")(labels, x)
         assert keras.backend.standardize_dtype(out.dtype) == "float32"
         assert_close(to_numpy(out), reference.kl_divergence(labels, to_numpy(x)))

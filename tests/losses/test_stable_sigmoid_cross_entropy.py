@@ -2,7 +2,6 @@
 missing (NaN) labels, which count for nothing (issue 12)."""
 
 import keras
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -14,13 +13,13 @@ from keras_stable.losses import StableSigmoidCrossEntropy
 from tests import reference
 from tests.backend_utils import BACKEND
 from tests.backend_utils import MODES
+from tests.backend_utils import NP_DTYPES
+from tests.backend_utils import REDUCTIONS
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
 from tests.backend_utils import to_numpy
 from tests.backend_utils import value
 from tests.backend_utils import vjp_all_modes
-
-REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none")
 
 
 def _data(seed=0):
@@ -102,7 +101,6 @@ def test_bad_arguments_raise():
 # Missing labels (issue 12): NaN in y_true counts for nothing
 # --------------------------------------------------------------------------
 
-NP_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 MISSING_TRUE = np.array(
     [[1.0, np.nan, 0.0], [np.nan, np.nan, np.nan], [0.3, 1.0, np.nan], [0.0, 1.0, 1.0]],

@@ -7,13 +7,12 @@ import pytest
 from keras_stable.losses import StableSoftmaxCrossEntropy
 from tests import reference
 from tests.backend_utils import MODES
+from tests.backend_utils import REDUCTIONS
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
 from tests.backend_utils import to_numpy
 from tests.backend_utils import value
 from tests.backend_utils import vjp_all_modes
-
-REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none")
 
 
 def _data(seed=0):

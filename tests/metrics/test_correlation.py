@@ -7,24 +7,11 @@ import pytest
 from keras_stable import metrics
 from tests import reference as ref
 from tests.backend_utils import assert_close
+from tests.backend_utils import metric_result
+from tests.backend_utils import split_batches
 from tests.backend_utils import to_numpy
 
 K = keras.ops
-
-
-def _result(metric, batches):
-    metric.reset_state()
-    for batch in batches:
-        metric.update_state(*batch)
-    return to_numpy(metric.result())
-
-
-def _split(arrays, sizes):
-    out, start = [], 0
-    for size in sizes:
-        out.append(tuple(None if a is None else a[start : start + size] for a in arrays))
-        start += size
-    return out
 
 
 def _data(seed=0, n=20, outputs=3, offset=0.0):
@@ -44,7 +31,7 @@ def test_pearson_of_constant_predictions_is_nan_in_keras_and_zero_here():
     k = keras.metrics.PearsonCorrelation()
     k.update_state(y_true, y_pred)
     assert np.isnan(to_numpy(k.result()))
-    ours = _result(metrics.StablePearsonCorrelation(), [(y_true, y_pred)])
+    ours = metric_result(metrics.StablePearsonCorrelation(), [(y_true, y_pred)])
     assert_close(ours, np.mean(ref.pearson_correlation(y_true, y_pred, axis=-1)))
     assert_close(ours, ref.pearson_correlation(y_true[1], y_pred[1], axis=0) / 2)
 
@@ -54,16 +41,16 @@ def test_r2_of_a_constant_target_is_nan_in_keras_and_force_finite_here():
     k = keras.metrics.R2Score()
     k.update_state(y, y)
     assert np.isnan(to_numpy(k.result()))
-    assert _result(metrics.StableR2Score(), [(y, y)]) == 1.0  # perfect
+    assert metric_result(metrics.StableR2Score(), [(y, y)]) == 1.0  # perfect
     off = y + np.array([[0.0], [1.0], [0.0], [0.0]], "float32")
-    assert _result(metrics.StableR2Score(), [(y, off)]) == 0.0  # imperfect
+    assert metric_result(metrics.StableR2Score(), [(y, off)]) == 0.0  # imperfect
     k.reset_state()
     k.update_state(y, off)
     assert to_numpy(k.result()) == 0.0  # Keras agrees there
     # Over several batches too: the constant stays exactly constant.
     batches = [(y, y)] * 3 + [(y[:1], y[:1])]
-    assert _result(metrics.StableR2Score(), batches) == 1.0
-    assert _result(metrics.StablePearsonCorrelation(axis=0), batches) == 0.0
+    assert metric_result(metrics.StableR2Score(), batches) == 1.0
+    assert metric_result(metrics.StablePearsonCorrelation(axis=0), batches) == 0.0
 
 
 # --- Pearson -------------------------------------------------------------------------------
@@ -79,8 +66,8 @@ def test_pearson_per_example_is_keras_where_keras_is_finite():
         k.update_state(
             y_true[7:], y_pred[7:], sample_weight=None if weights is None else weights[7:]
         )
-        ours = _result(
-            metrics.StablePearsonCorrelation(), _split((y_true, y_pred, weights), (7, 13))
+        ours = metric_result(
+            metrics.StablePearsonCorrelation(), split_batches((y_true, y_pred, weights), (7, 13))
         )
         assert_close(ours, to_numpy(k.result()))
         per_row = ref.pearson_correlation(y_true, y_pred, axis=-1)
@@ -96,17 +83,19 @@ def test_pearson_over_the_batch_streams_exactly(offset):
     y_pred = y_pred + np.float32(offset * 0.5)
     m = metrics.StablePearsonCorrelation(axis=0)
     for weights in (None, w):
-        whole = _result(m, [(y_true, y_pred, weights)])
+        whole = metric_result(m, [(y_true, y_pred, weights)])
         expected = np.mean(
             ref.pearson_correlation(
                 y_true, y_pred, axis=0, weights=None if weights is None else weights[:, None]
             )
         )
         assert_close(whole, expected)
-        assert_close(_result(m, _split((y_true, y_pred, weights), (3, 11, 1, 15))), expected)
+        assert_close(
+            metric_result(m, split_batches((y_true, y_pred, weights), (3, 11, 1, 15))), expected
+        )
     # Keras averages per-batch correlations instead:
     k = keras.metrics.PearsonCorrelation(axis=0)
-    for t, p, _ in _split((y_true, y_pred, w), (3, 27)):
+    for t, p, _ in split_batches((y_true, y_pred, w), (3, 27)):
         k.update_state(t, p)
     assert abs(to_numpy(k.result()) - expected) > 1e-3
 
@@ -116,11 +105,13 @@ def test_pearson_rank_one_inputs_and_all_axes():
     t = rng.normal(size=12).astype("float32")
     p = (t + rng.normal(size=12)).astype("float32")
     expected = ref.pearson_correlation(t, p, axis=0)
-    assert_close(_result(metrics.StablePearsonCorrelation(), _split((t, p), (5, 7))), expected)
+    assert_close(
+        metric_result(metrics.StablePearsonCorrelation(), split_batches((t, p), (5, 7))), expected
+    )
     t2, p2 = t.reshape(4, 3), p.reshape(4, 3)
     m = metrics.StablePearsonCorrelation(axis=None)
-    assert_close(_result(m, _split((t2, p2), (1, 3))), expected)
-    assert_close(_result(metrics.StablePearsonCorrelation(axis=(0, 1)), [(t2, p2)]), expected)
+    assert_close(metric_result(m, split_batches((t2, p2), (1, 3))), expected)
+    assert_close(metric_result(metrics.StablePearsonCorrelation(axis=(0, 1)), [(t2, p2)]), expected)
 
 
 def test_pearson_keras_mask_and_zero_weights_count_for_nothing():
@@ -131,10 +122,10 @@ def test_pearson_keras_mask_and_zero_weights_count_for_nothing():
     keep = w > 0
     for axis in (-1, 0):
         m = metrics.StablePearsonCorrelation(axis=axis)
-        expected = _result(m, [(y_true[keep], y_pred[keep])])
-        assert_close(_result(m, [(y_true, y_pred, w)]), expected)
+        expected = metric_result(m, [(y_true[keep], y_pred[keep])])
+        assert_close(metric_result(m, [(y_true, y_pred, w)]), expected)
         masked = keras.layers.Masking(0.0)(np.where(keep[:, None], y_pred, 0.0).astype("float32"))
-        assert_close(_result(m, [(y_true, masked)]), expected)
+        assert_close(metric_result(m, [(y_true, masked)]), expected)
 
 
 # --- R2 -------------------------------------------------------------------------------------
@@ -153,22 +144,24 @@ def test_r2_matches_float64_and_keras_across_batches(aggregation):
     m = metrics.StableR2Score(class_aggregation=aggregation)
     for weights in (None, w):
         expected = ref.r2_score(y_true, y_pred, weights, multioutput)
-        assert_close(_result(m, [(y_true, y_pred, weights)]), expected)
-        assert_close(_result(m, _split((y_true, y_pred, weights), (6, 1, 13))), expected)
+        assert_close(metric_result(m, [(y_true, y_pred, weights)]), expected)
+        assert_close(
+            metric_result(m, split_batches((y_true, y_pred, weights), (6, 1, 13))), expected
+        )
     # Keras, without the constant column, gives the same number.
     k = keras.metrics.R2Score(class_aggregation=aggregation)
     k.update_state(y_true[:, :2], y_pred[:, :2], sample_weight=w)
     fresh = metrics.StableR2Score(class_aggregation=aggregation)
-    assert_close(_result(fresh, [(y_true[:, :2], y_pred[:, :2], w)]), to_numpy(k.result()))
+    assert_close(metric_result(fresh, [(y_true[:, :2], y_pred[:, :2], w)]), to_numpy(k.result()))
 
 
 def test_r2_with_a_large_offset_is_exact_where_keras_loses_digits():
     y_true, y_pred, _ = _data(6, n=64, outputs=1, offset=3e3)
     expected = ref.r2_score(y_true, y_pred)
-    ours = _result(metrics.StableR2Score(), _split((y_true, y_pred), (16, 16, 32)))
+    ours = metric_result(metrics.StableR2Score(), split_batches((y_true, y_pred), (16, 16, 32)))
     assert_close(ours, expected, tol=(1e-5, 1e-5))
     k = keras.metrics.R2Score()
-    for t, p in _split((y_true, y_pred), (16, 16, 32)):
+    for t, p in split_batches((y_true, y_pred), (16, 16, 32)):
         k.update_state(t, p)
     assert abs(to_numpy(k.result()) - expected) > 1e-3
 
@@ -178,31 +171,34 @@ def test_r2_all_constant_targets_and_adjusted_score():
     p = y + np.array([[0.0, 0.0], [0.0, 0.5], [0.0, 0.0]], "float32")
     # variance-weighted with every target constant: uniform (scikit-learn).
     m = metrics.StableR2Score(class_aggregation="variance_weighted_average")
-    assert _result(m, [(y, p)]) == 0.5
+    assert metric_result(m, [(y, p)]) == 0.5
     assert np.array_equal(
-        _result(metrics.StableR2Score(class_aggregation=None), [(y, p)]), [1.0, 0.0]
+        metric_result(metrics.StableR2Score(class_aggregation=None), [(y, p)]), [1.0, 0.0]
     )
     # Adjusted R2: Keras's number for one output.
     y_true, y_pred, _ = _data(7, n=12, outputs=1)
     k = keras.metrics.R2Score(num_regressors=3)
     k.update_state(y_true, y_pred)
     assert_close(
-        _result(metrics.StableR2Score(num_regressors=3), [(y_true, y_pred)]), to_numpy(k.result())
+        metric_result(metrics.StableR2Score(num_regressors=3), [(y_true, y_pred)]),
+        to_numpy(k.result()),
     )
     r2 = ref.r2_score(y_true, y_pred)
     assert_close(
-        _result(metrics.StableR2Score(num_regressors=3), _split((y_true, y_pred), (5, 7))),
+        metric_result(
+            metrics.StableR2Score(num_regressors=3), split_batches((y_true, y_pred), (5, 7))
+        ),
         1 - (1 - r2) * 11 / 8,
     )
     # Too few samples: the plain R2 (Keras warns and does the same).
-    assert_close(_result(metrics.StableR2Score(num_regressors=11), [(y_true, y_pred)]), r2)
+    assert_close(metric_result(metrics.StableR2Score(num_regressors=11), [(y_true, y_pred)]), r2)
 
 
 def test_r2_rank_one_inputs_and_half_precision():
     y_true, y_pred, _ = _data(8, n=9, outputs=1)
     expected = ref.r2_score(y_true, y_pred)
-    assert_close(_result(metrics.StableR2Score(), [(y_true[:, 0], y_pred[:, 0])]), expected)
-    assert_close(_result(metrics.StableR2Score(), [(y_true[:, 0], y_pred)]), expected)
+    assert_close(metric_result(metrics.StableR2Score(), [(y_true[:, 0], y_pred[:, 0])]), expected)
+    assert_close(metric_result(metrics.StableR2Score(), [(y_true[:, 0], y_pred)]), expected)
     for dtype in ("float16", "bfloat16"):
         held = K.cast(K.convert_to_tensor(y_pred), dtype)
         m = metrics.StableR2Score()

@@ -8,23 +8,10 @@ from keras_stable import losses
 from keras_stable import metrics
 from tests import reference
 from tests.backend_utils import assert_close
+from tests.backend_utils import metric_result
+from tests.backend_utils import split_batches
 from tests.backend_utils import to_numpy
 from tests.losses.test_masked_multi_task_distance import ref_loss
-
-
-def _result(metric, batches):
-    metric.reset_state()
-    for batch in batches:
-        metric.update_state(*batch)
-    return to_numpy(metric.result())
-
-
-def _split(arrays, sizes):
-    out, start = [], 0
-    for size in sizes:
-        out.append(tuple(None if a is None else a[start : start + size] for a in arrays))
-        start += size
-    return out
 
 
 def test_cross_entropy_is_exact_across_batches():
@@ -35,17 +22,19 @@ def test_cross_entropy_is_exact_across_batches():
     labels[3] = [0.5, 0.0, 0.5, 0.0]
     sw = rng.uniform(0, 2, size=10).astype("float32")
     m = metrics.StableCrossEntropy()
-    whole = _result(m, [(labels, logits, sw)])
+    whole = metric_result(m, [(labels, logits, sw)])
     per_example = reference.softmax_cross_entropy(labels, logits)
     assert_close(whole, np.sum(per_example * sw) / np.sum(sw))
-    assert_close(_result(m, _split((labels, logits, sw), (3, 5, 2))), whole)
+    assert_close(metric_result(m, split_batches((labels, logits, sw), (3, 5, 2))), whole)
     m.reset_state()
     assert to_numpy(m.result()) == 0.0
     # Same number as Keras's metric where Keras is finite.
     k = keras.metrics.CategoricalCrossentropy(from_logits=True)
     finite = np.arange(10) != 3
     k.update_state(labels[finite], logits[finite], sample_weight=sw[finite])
-    assert_close(_result(m, [(labels[finite], logits[finite], sw[finite])]), to_numpy(k.result()))
+    assert_close(
+        metric_result(m, [(labels[finite], logits[finite], sw[finite])]), to_numpy(k.result())
+    )
 
 
 def test_sparse_cross_entropy_ignores_labels_across_batches():
@@ -56,11 +45,11 @@ def test_sparse_cross_entropy_ignores_labels_across_batches():
     m = metrics.StableSparseCrossEntropy(ignore_class=-1)
     ref = reference.sparse_softmax_cross_entropy(labels, logits, ignore_class=-1)
     expected = ref.sum() / 5
-    assert_close(_result(m, [(labels, logits)]), expected)
-    assert_close(_result(m, _split((labels, logits), (3, 3, 3))), expected)
-    assert _result(m, [(labels[:3], logits[:3])]) == 0.0
+    assert_close(metric_result(m, [(labels, logits)]), expected)
+    assert_close(metric_result(m, split_batches((labels, logits), (3, 3, 3))), expected)
+    assert metric_result(m, [(labels[:3], logits[:3])]) == 0.0
     # Float labels from a data pipeline.
-    assert_close(_result(m, [(labels.astype("float32"), logits)]), expected)
+    assert_close(metric_result(m, [(labels.astype("float32"), logits)]), expected)
 
 
 @pytest.mark.parametrize("squared", [False, True])
@@ -74,8 +63,8 @@ def test_task_distance_is_exact_across_batches(per, squared):
     sw = (rng.random((9, 4)) < 0.8).astype("float32")
     m = metrics.MaskedMultiTaskDistance(per=per, squared=squared, task_mask=[1, 1, 1, 0])
     expected = ref_loss(y_true, y_pred, sw, per=per, squared=squared, task_mask=[1, 1, 1, 0])
-    assert_close(_result(m, [(y_true, y_pred, sw)]), expected)
-    assert_close(_result(m, _split((y_true, y_pred, sw), (3, 4, 2))), expected)
+    assert_close(metric_result(m, [(y_true, y_pred, sw)]), expected)
+    assert_close(metric_result(m, split_batches((y_true, y_pred, sw), (3, 4, 2))), expected)
     m.reset_state()
     assert to_numpy(m.result()) == 0.0
 
@@ -177,15 +166,15 @@ def test_masked_regression_metrics_are_exact_across_batches(
     per_example, valid = reference.mean_over_observed(elementwise(y_true, y_pred), y_true)
     w = np.ones(len(y_true)) if sw is None else sw.astype("float64")
     expected = np.sum(np.where(valid, per_example * w, 0.0)) / np.sum(w[valid])
-    assert_close(_result(m, _split((y_true, y_pred, sw), (4, 5))), expected)
-    assert_close(_result(m, [(y_true, y_pred, sw)]), expected)
+    assert_close(metric_result(m, split_batches((y_true, y_pred, sw), (4, 5))), expected)
+    assert_close(metric_result(m, [(y_true, y_pred, sw)]), expected)
     # The loss's `mean_with_sample_weight` on the whole batch is the same number.
     loss = m.loss_class(reduction="mean_with_sample_weight", **kwargs)
     assert_close(to_numpy(loss(y_true, y_pred, sample_weight=sw)), expected)
     m.reset_state()
     assert to_numpy(m.result()) == 0.0
     # A batch without any label leaves the result at 0, not NaN.
-    assert _result(m, [(np.full((2, 3), np.nan, "float32"), y_pred[:2])]) == 0.0
+    assert metric_result(m, [(np.full((2, 3), np.nan, "float32"), y_pred[:2])]) == 0.0
     if name in KERAS_METRICS:
         # Keras's metric is NaN from the first batch holding a NaN label on,
         # and gives the same number without missing labels.
@@ -195,7 +184,7 @@ def test_masked_regression_metrics_are_exact_across_batches(
         complete = ~np.isnan(y_true).any(-1)
         k = KERAS_METRICS[name]()
         k.update_state(y_true[complete], y_pred[complete])
-        assert_close(_result(m, [(y_true[complete], y_pred[complete])]), to_numpy(k.result()))
+        assert_close(metric_result(m, [(y_true[complete], y_pred[complete])]), to_numpy(k.result()))
 
 
 def test_binary_cross_entropy_skips_missing_labels_across_batches():
@@ -212,7 +201,7 @@ def test_binary_cross_entropy_skips_missing_labels_across_batches():
     per_example, valid = reference.mean_over_observed(elementwise, labels)
     expected = np.sum(np.where(valid, per_example * sw, 0.0)) / np.sum(sw[valid])
     m = metrics.StableBinaryCrossEntropy()
-    assert_close(_result(m, _split((labels, logits, sw), (3, 5))), expected)
+    assert_close(metric_result(m, split_batches((labels, logits, sw), (3, 5))), expected)
     k = keras.metrics.BinaryCrossentropy(from_logits=True)
     k.update_state(labels, logits, sample_weight=sw)
     assert np.isnan(to_numpy(k.result()))

@@ -6,30 +6,21 @@ probabilities at 1e-7: 16.1 instead of 30 for the logits `[0, 30, -30]`).
 """
 
 import keras
-import ml_dtypes
 import numpy as np
 import pytest
 
 from keras_stable import ops
 from tests import reference as ref
+from tests.backend_utils import DTYPES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
 from tests.backend_utils import finite_difference
 from tests.backend_utils import float64_enabled
+from tests.backend_utils import round_to
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
-
-DTYPES = ("float32", "float16", "bfloat16")
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-
-
-def _round(x, dtype):
-    return np.asarray(x, "float64").astype(NP[dtype]).astype("float64")
-
-
-def _t(x, dtype="float32"):
-    return keras.ops.cast(keras.ops.convert_to_tensor(np.asarray(x, "float32")), dtype)
 
 
 def _data(seed=0):
@@ -48,10 +39,10 @@ def _data(seed=0):
 def test_matches_reference_with_finite_gradients(dtype):
     labels, logits = _data()
     out, (grad_labels, grad_logits) = vjp_all_modes(
-        ops.kl_divergence, [labels, _t(logits, dtype)], wrt=(0, 1), dtype=dtype
+        ops.kl_divergence, [labels, cast_tensor(logits, dtype)], wrt=(0, 1), dtype=dtype
     )
-    expected = ref.kl_divergence(labels, _round(logits, dtype))
-    assert_close(out, _round(expected, dtype), dtype)
+    expected = ref.kl_divergence(labels, round_to(logits, dtype))
+    assert_close(out, round_to(expected, dtype), dtype)
     assert_finite(grad_labels)
     assert_finite(grad_logits)
     assert grad_logits[2, 3] == 0.0
@@ -90,7 +81,7 @@ def test_saturated_softmax_is_exact_where_keras_clips():
     labels = np.array([[1.0, 0.0, 0.0]], "float32")
     logits = np.array([[0.0, 30.0, -30.0]], "float32")
     keras_loss = keras.losses.KLDivergence(reduction="none")
-    keras_value = to_numpy(keras_loss(labels, keras.activations.softmax(_t(logits))))
+    keras_value = to_numpy(keras_loss(labels, keras.activations.softmax(cast_tensor(logits))))
     assert keras_value[0] < 16.2  # log(1 / 1e-7), every backend
     out, (grad,) = vjp_all_modes(lambda x: ops.kl_divergence(labels, x), [logits])
     assert_close(out, [30.0])
@@ -104,7 +95,7 @@ def test_zero_label_hand_written_single_where_leaks_nan():
 
     def single_where(y):
         term = keras.ops.where(y > 0, y * keras.ops.log(y), 0.0)
-        return keras.ops.sum(term - y * keras.ops.log_softmax(_t(logits)))
+        return keras.ops.sum(term - y * keras.ops.log_softmax(cast_tensor(logits)))
 
     _, (grad,) = vjp(single_where, [labels])
     assert np.isnan(grad).any()

@@ -8,31 +8,22 @@ Values run in float32, float16 and bfloat16, eagerly and compiled.
 """
 
 import keras
-import ml_dtypes
 import numpy as np
 import pytest
 
 from keras_stable import ops
 from tests import reference as ref
 from tests.backend_utils import BACKEND
+from tests.backend_utils import DTYPES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
 from tests.backend_utils import finite_difference
 from tests.backend_utils import float64_enabled
+from tests.backend_utils import round_to
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
-
-DTYPES = ("float32", "float16", "bfloat16")
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-
-
-def _round(x, dtype):
-    return np.asarray(x, "float64").astype(NP[dtype]).astype("float64")
-
-
-def _t(x, dtype="float32"):
-    return keras.ops.cast(keras.ops.convert_to_tensor(np.asarray(x, "float32")), dtype)
 
 
 def _sigmoid_data(seed=0):
@@ -64,9 +55,9 @@ def test_sigmoid_focal_matches_reference(dtype, gamma, alpha):
     def fn(x):
         return ops.sigmoid_focal_cross_entropy(labels, x, gamma=gamma, alpha=alpha)
 
-    out, (grad,) = vjp_all_modes(fn, [_t(logits, dtype)], dtype=dtype)
-    expected = ref.sigmoid_focal_cross_entropy(labels, _round(logits, dtype), gamma, alpha)
-    assert_close(out, _round(expected, dtype), dtype)
+    out, (grad,) = vjp_all_modes(fn, [cast_tensor(logits, dtype)], dtype=dtype)
+    expected = ref.sigmoid_focal_cross_entropy(labels, round_to(logits, dtype), gamma, alpha)
+    assert_close(out, round_to(expected, dtype), dtype)
     assert_finite(grad, f"gradient in {dtype}")
 
 
@@ -87,11 +78,11 @@ def test_softmax_focal_matches_reference(dtype, gamma, alpha, smoothing):
             labels, x, gamma=gamma, alpha=alpha, label_smoothing=smoothing
         )
 
-    out, (grad,) = vjp_all_modes(fn, [_t(logits, dtype)], dtype=dtype)
+    out, (grad,) = vjp_all_modes(fn, [cast_tensor(logits, dtype)], dtype=dtype)
     expected = ref.softmax_focal_cross_entropy(
-        labels, _round(logits, dtype), gamma, alpha, label_smoothing=smoothing
+        labels, round_to(logits, dtype), gamma, alpha, label_smoothing=smoothing
     )
-    assert_close(out, _round(expected, dtype), dtype)
+    assert_close(out, round_to(expected, dtype), dtype)
     assert_finite(grad, f"gradient in {dtype}")
     if not smoothing:
         assert grad[3, 4] == 0.0
@@ -145,7 +136,7 @@ def test_gradient_equals_finite_differences_in_float64(fn, reference, data):
 
 def test_output_dtype_is_input_dtype():
     for dtype in DTYPES:
-        x = _t(np.zeros((2, 3)), dtype)
+        x = cast_tensor(np.zeros((2, 3)), dtype)
         for out in (ops.sigmoid_focal_cross_entropy(x, x), ops.softmax_focal_cross_entropy(x, x)):
             assert keras.backend.standardize_dtype(out.dtype) == dtype
 

@@ -7,25 +7,18 @@ import pytest
 from keras_stable import ops
 from tests import reference as ref
 from tests.backend_utils import BACKEND
+from tests.backend_utils import DTYPES
 from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
+from tests.backend_utils import round_to
 from tests.backend_utils import to_numpy
 from tests.backend_utils import value
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 
 K = keras.ops
-DTYPES = ("float32", "float16", "bfloat16")
-
-
-def _t(x, dtype="float32"):
-    return K.cast(K.convert_to_tensor(np.asarray(x, "float32")), dtype)
-
-
-def _rounded(x, dtype):
-    """The values a `dtype` tensor of `x` holds, as float64."""
-    return to_numpy(_t(x, dtype))
 
 
 def _rows(seed=0, n=7, d=5, duplicates=True):
@@ -85,18 +78,18 @@ def test_pairwise_distance_matches_float64(dtype, squared):
     x = _rows()
     y = np.random.default_rng(1).normal(size=(4, 5)).astype("float32")
     out, _ = vjp_all_modes(
-        lambda a: ops.pairwise_distance(a, squared=squared), [_t(x, dtype)], dtype=dtype
+        lambda a: ops.pairwise_distance(a, squared=squared), [cast_tensor(x, dtype)], dtype=dtype
     )
-    assert_close(out, ref.pairwise_distance(_rounded(x, dtype), squared=squared), dtype)
+    assert_close(out, ref.pairwise_distance(round_to(x, dtype), squared=squared), dtype)
     out, _ = vjp_all_modes(
         lambda a, b: ops.pairwise_distance(a, b, squared=squared),
-        [_t(x, dtype), _t(y, dtype)],
+        [cast_tensor(x, dtype), cast_tensor(y, dtype)],
         wrt=(0, 1),
         dtype=dtype,
     )
-    expected = ref.pairwise_distance(_rounded(x, dtype), _rounded(y, dtype), squared=squared)
+    expected = ref.pairwise_distance(round_to(x, dtype), round_to(y, dtype), squared=squared)
     assert_close(out, expected, dtype)
-    result = ops.pairwise_distance(_t(x, dtype), _t(y, dtype), squared=squared)
+    result = ops.pairwise_distance(cast_tensor(x, dtype), cast_tensor(y, dtype), squared=squared)
     assert keras.backend.standardize_dtype(result.dtype) == dtype
 
 
@@ -110,7 +103,7 @@ def test_coincident_rows_are_exactly_zero_with_a_zero_gradient(dtype):
     for squared in (False, True):
         out, (grad,) = vjp_all_modes(
             lambda a, s=squared: ops.pairwise_distance(a, squared=s),
-            [_t(x, dtype)],
+            [cast_tensor(x, dtype)],
             cotangent=coincident,
             dtype=dtype,
         )
@@ -121,7 +114,7 @@ def test_coincident_rows_are_exactly_zero_with_a_zero_gradient(dtype):
     y = np.concatenate([x[1:2], np.zeros((1, 5), "float32")])
     out, grads = vjp_all_modes(
         ops.pairwise_distance,
-        [_t(x, dtype), _t(y, dtype)],
+        [cast_tensor(x, dtype), cast_tensor(y, dtype)],
         wrt=(0, 1),
         cotangent=np.array([[0, 0]] + [[1, 0]] + [[0, 0]] * 5, "float32"),
         dtype=dtype,
@@ -206,12 +199,12 @@ def test_safe_std_matches_float64_and_keras(dtype, axis, keepdims):
     x = np.random.default_rng(5).normal(size=(3, 4, 5)).astype("float32") * 3 + 1
     x[1, :, :] = 0.5  # constant slices for axis 1 and -1
     fn = lambda v: ops.safe_std(v, axis=axis, keepdims=keepdims)  # noqa: E731
-    out, (grad,) = vjp_all_modes(fn, [_t(x, dtype)], dtype=dtype)
-    assert_close(out, ref.safe_std(_rounded(x, dtype), axis=axis, keepdims=keepdims), dtype)
+    out, (grad,) = vjp_all_modes(fn, [cast_tensor(x, dtype)], dtype=dtype)
+    assert_close(out, ref.safe_std(round_to(x, dtype), axis=axis, keepdims=keepdims), dtype)
     assert_finite(grad)
-    assert keras.backend.standardize_dtype(fn(_t(x, dtype)).dtype) == dtype
+    assert keras.backend.standardize_dtype(fn(cast_tensor(x, dtype)).dtype) == dtype
     if dtype == "float32":
-        keras_value = to_numpy(K.std(_t(x), axis=axis, keepdims=keepdims))
+        keras_value = to_numpy(K.std(cast_tensor(x), axis=axis, keepdims=keepdims))
         assert_close(out, keras_value)
 
 

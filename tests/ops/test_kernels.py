@@ -19,16 +19,18 @@ import contextlib
 import os
 
 import keras
-import ml_dtypes
 import numpy as np
 import pytest
 
 from keras_stable import ops
 from tests.backend_utils import BACKEND
+from tests.backend_utils import DTYPES
 from tests.backend_utils import MODES
 from tests.backend_utils import TOLERANCES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import float_tensor
+from tests.backend_utils import round_to
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
@@ -36,8 +38,6 @@ from tests.ops.cases import edge_cases
 
 INF = np.inf
 NAN = np.nan
-DTYPES = ("float32", "float16", "bfloat16")
-NP_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 RNG = np.random.default_rng(7)
 
 
@@ -53,18 +53,6 @@ def portable():
             del os.environ["KERAS_STABLE_PORTABLE"]
         else:
             os.environ["KERAS_STABLE_PORTABLE"] = old
-
-
-def _tensor(a, dtype):
-    a = np.asarray(a)
-    if a.dtype.kind == "f":
-        return keras.ops.cast(keras.ops.convert_to_tensor(a.astype("float32")), dtype)
-    return keras.ops.convert_to_tensor(a)
-
-
-def _round(x, dtype):
-    with np.errstate(over="ignore"):  # 1e30 is inf in float16
-        return np.asarray(x, "float64").astype(NP_DTYPES[dtype]).astype("float64")
 
 
 def _both(fn, args, wrt, cotangent, mode):
@@ -204,7 +192,7 @@ def test_norm_kernels_match_the_portable_formulation(name, dtype, mode):
         # Columns: leave out the rows with inf/NaN, which would make every
         # column non-finite.
         arrays = [a[[0, 1, 2, 3, 4, 5, 10]] for a in arrays]
-    args = [_tensor(a, dtype) for a in arrays]
+    args = [float_tensor(a, dtype) for a in arrays]
     cot = _cotangent(op, args, dtype)
     fused, reference = _both(op, args, wrt, cot, mode)
     what = f"{name} {dtype} {mode}"
@@ -223,12 +211,12 @@ def test_norm_kernels_match_the_portable_formulation(name, dtype, mode):
     assert np.isnan(out[INF_NAN_ROW]).all() and np.isnan(ref_out[INF_NAN_ROW]).all(), what
     if name != "cosine_similarity":
         assert np.isnan(grads[0][INF_NAN_ROW]).all(), f"{what}: NaN propagates"
-    finite = np.all([np.isfinite(_round(a, dtype)).all(axis=-1) for a in arrays], axis=0)
+    finite = np.all([np.isfinite(round_to(a, dtype)).all(axis=-1) for a in arrays], axis=0)
     finite_rows = np.flatnonzero(finite)
     for g in grads:
         assert_finite(g[finite_rows], f"{what} gradient of the finite rows")
-    if name == "l2_normalize" and _round(arrays[0][TINY_ROW], dtype).any():
-        x = _round(arrays[0][TINY_ROW], dtype)
+    if name == "l2_normalize" and round_to(arrays[0][TINY_ROW], dtype).any():
+        x = round_to(arrays[0][TINY_ROW], dtype)
         unit = x / np.sqrt(np.sum(x * x))
         assert_close(out[TINY_ROW], unit, dtype, f"{what} tiny row value")
         g = _unit_gradient(x, cot[TINY_ROW].astype("float64"))
@@ -239,7 +227,7 @@ def test_norm_kernels_match_the_portable_formulation(name, dtype, mode):
             f"{what} tiny row gradient",
             tol=(1e-2, 1e-2 * np.abs(g).max()),
         )
-    if name == "cosine_similarity" and _round(arrays[0][TINY_ROW], dtype).any():
+    if name == "cosine_similarity" and round_to(arrays[0][TINY_ROW], dtype).any():
         # The tiny row against itself: cosine 1, gradient 0 up to round-off
         # amplified by 1 / ||x|| (about 4e29).
         assert_close(out[TINY_ROW], 1.0, dtype, f"{what} tiny row value")
@@ -252,7 +240,7 @@ def test_norm_kernels_match_the_portable_formulation(name, dtype, mode):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mode", MODES)
 def test_softmax_family_kernels_match_the_portable_formulation(dtype, mode):
-    x = _tensor(SOFTMAX_ROWS, dtype)
+    x = float_tensor(SOFTMAX_ROWS, dtype)
     m = keras.ops.convert_to_tensor(SOFTMAX_MASK)
     cases = {
         "softmax": (lambda a: ops.softmax(a), NAN_ROWS_UNMASKED),
@@ -322,8 +310,8 @@ def test_softmax_cross_entropy_kernel_matches_the_portable_formulation(dtype, mo
     and labels) of the portable formulation, with and without a mask and
     label smoothing; rows with a NaN or `+inf` logit are non-finite in
     both (which of NaN and inf depends on the formulation)."""
-    x = _tensor(SOFTMAX_ROWS, dtype)
-    y = _tensor(CE_LABELS, dtype)
+    x = float_tensor(SOFTMAX_ROWS, dtype)
+    y = float_tensor(CE_LABELS, dtype)
     m = keras.ops.convert_to_tensor(SOFTMAX_MASK)
     cases = {
         "plain": {},
@@ -359,7 +347,7 @@ def test_softmax_family_tuple_axes(axis, mode, dtype):
     x = RNG.normal(size=(3, 4, 5)) * 4
     x[1, 2, :] = -INF
     mask = RNG.random((3, 4, 5)) > 0.3
-    args = [_tensor(x, dtype)]
+    args = [float_tensor(x, dtype)]
     m = keras.ops.convert_to_tensor(mask)
     for name, op in {
         "softmax": lambda a: ops.softmax(a, axis=axis),
@@ -385,11 +373,11 @@ FINITE_NORM_ROWS = [0, 1, 2, 10]
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mode", MODES)
 def test_kernels_on_rows_without_special_slices(dtype, mode):
-    x = _tensor(SOFTMAX_ROWS[FINITE_SOFTMAX_ROWS], dtype)
-    finite = _tensor(SOFTMAX_ROWS[[2, 3, 7]], dtype)
-    y = _tensor(CE_LABELS[[2, 3, 7]], dtype)
+    x = float_tensor(SOFTMAX_ROWS[FINITE_SOFTMAX_ROWS], dtype)
+    finite = float_tensor(SOFTMAX_ROWS[[2, 3, 7]], dtype)
+    y = float_tensor(CE_LABELS[[2, 3, 7]], dtype)
     m = keras.ops.convert_to_tensor(SOFTMAX_MASK[[0, 3, 4, 7]])
-    n = _tensor(NORM_ROWS[FINITE_NORM_ROWS], dtype)
+    n = float_tensor(NORM_ROWS[FINITE_NORM_ROWS], dtype)
     for name, op, args, wrt in (
         ("softmax", lambda a: ops.softmax(a), [x], (0,)),
         ("softmax(mask)", lambda a: ops.softmax(a, mask=m), [x], (0,)),
@@ -437,7 +425,9 @@ def test_edge_grid_of_cases_py(case, dtype, mode):
     """The shared edge grid (`tests/ops/cases.py`), kernels against the
     portable formulation."""
     args = [
-        _tensor(a, dtype) if i in case.float_args else keras.ops.convert_to_tensor(np.asarray(a))
+        float_tensor(a, dtype)
+        if i in case.float_args
+        else keras.ops.convert_to_tensor(np.asarray(a))
         for i, a in enumerate(case.args)
     ]
     cot = _cotangent(case.op, args, dtype)
@@ -453,7 +443,7 @@ def test_unit_vectors_exact_where_the_norm_leaves_the_range(mode):
     inf), with finite gradients; `safe_norm` gives inf, with the gradient
     x / ||x|| (about 0.7, computed exactly from the rescaled vector)."""
     x = OUT_OF_RANGE_ROWS
-    t = _tensor(x, "float32")
+    t = float_tensor(x, "float32")
     out, (g,) = vjp(lambda a: ops.l2_normalize(a), [t], mode=mode)
     unit = x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True))  # float64
     assert_close(out, unit, what="l2_normalize")
@@ -479,7 +469,7 @@ def test_infinite_and_nan_upstream_gradients_at_dead_entries(mode):
     the kernels return exactly 0 there, as the portable form does."""
     x = np.array([[2.0, -INF, 0.0, 1.0], [1.0, 2.0, 3.0, 4.0], [-INF, -INF, -INF, -INF]])
     mask = np.array([[True, True, True, False], [True, True, True, True], [True, True, True, True]])
-    t = _tensor(x, "float32")
+    t = float_tensor(x, "float32")
     m = keras.ops.convert_to_tensor(mask)
     cot = np.ones_like(x)
     dead = ~mask | (x == -INF)
@@ -494,14 +484,14 @@ def test_infinite_and_nan_upstream_gradients_at_dead_entries(mode):
     z = np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 2.0]])
     out, (g,) = vjp(
         lambda a: ops.l2_normalize(a),
-        [_tensor(z, "float32")],
+        [float_tensor(z, "float32")],
         cotangent=np.array([[INF, NAN, 1.0], [1.0, 0.0, 0.0]], "float32"),
         mode=mode,
     )
     np.testing.assert_array_equal(g[0], 0)
     out, (g,) = vjp(
         lambda a: ops.safe_norm(a, axis=-1),
-        [_tensor(z, "float32")],
+        [float_tensor(z, "float32")],
         cotangent=np.array([INF, 1.0], "float32"),
         mode=mode,
     )
@@ -512,7 +502,7 @@ def test_infinite_and_nan_upstream_gradients_at_dead_entries(mode):
 def test_kernels_compiled_match_eager(dtype):
     """`vjp_all_modes`: each kernel compiled (XLA on TensorFlow, `jax.jit`)
     gives the eager values and gradients, NaN and inf patterns included."""
-    z = _tensor(SOFTMAX_ROWS, dtype)
+    z = float_tensor(SOFTMAX_ROWS, dtype)
     m = keras.ops.convert_to_tensor(SOFTMAX_MASK)
     for name, op in NORM_OPS.items():
         args, wrt = _norm_args(name)
@@ -520,7 +510,7 @@ def test_kernels_compiled_match_eager(dtype):
             # Not the tiny row against itself: its gradient is 0 up to
             # round-off times 1 / ||x|| (4e29), which differs under XLA.
             args = [np.delete(a, TINY_ROW, axis=0) for a in args]
-        args = [_tensor(a, dtype) for a in args]
+        args = [float_tensor(a, dtype) for a in args]
         vjp_all_modes(op, args, wrt=wrt, cotangent=_cotangent(op, args, dtype), dtype=dtype)
     for op in (
         lambda a: ops.softmax(a, mask=m),
@@ -552,24 +542,24 @@ def test_kernels_on_compile_time_constants(dtype):
     zero, tiny and huge rows survives XLA's constant folding; and the
     gradient with respect to the one non-constant argument too."""
     rows = np.concatenate([NORM_ROWS[[0, 1, 2, 3, 4, 5, 10]], OUT_OF_RANGE_ROWS[:, :4]])
-    z = _tensor(SOFTMAX_ROWS, dtype)
+    z = float_tensor(SOFTMAX_ROWS, dtype)
     for name, op in NORM_OPS.items():
         if "axis=None" in name:
             continue
-        args = [_tensor(rows, dtype)]
+        args = [float_tensor(rows, dtype)]
         if name == "cosine_similarity":
-            args.append(_tensor(rows[::-1].copy(), dtype))
+            args.append(float_tensor(rows[::-1].copy(), dtype))
         expected = to_numpy(op(*args))
         got = to_numpy(_compiled_on_constants(op, args))
         assert_close(got, expected, dtype, f"{name} {dtype} on constants")
     if "cosine_similarity" in NORM_OPS:
-        x1 = _tensor(rows, dtype)
+        x1 = float_tensor(rows, dtype)
         x2 = rows[::-1].copy()
 
         def one_constant(b):
             return ops.cosine_similarity(x1, b)
 
-        vjp_all_modes(one_constant, [_tensor(x2, dtype)], dtype=dtype)
+        vjp_all_modes(one_constant, [float_tensor(x2, dtype)], dtype=dtype)
     for op in (ops.softmax, ops.log_softmax, lambda a: ops.logsumexp(a, axis=-1)):
         expected = to_numpy(op(z))
         assert_close(to_numpy(_compiled_on_constants(op, [z])), expected, dtype, "softmax family")
@@ -577,7 +567,7 @@ def test_kernels_on_compile_time_constants(dtype):
 
 def test_kernels_can_be_switched_off():
     """`KERAS_STABLE_PORTABLE=1` runs the portable formulation: same values."""
-    x = _tensor(SOFTMAX_ROWS[[0, 2, 3, 7]], "float32")
+    x = float_tensor(SOFTMAX_ROWS[[0, 2, 3, 7]], "float32")
     fused = keras.ops.convert_to_numpy(ops.softmax(x))
     with portable():
         reference = keras.ops.convert_to_numpy(ops.softmax(x))

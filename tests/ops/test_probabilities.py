@@ -20,6 +20,7 @@ from tests.backend_utils import BACKEND
 from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
 from tests.backend_utils import finite_difference
 from tests.backend_utils import float64_enabled
 from tests.backend_utils import to_numpy
@@ -29,10 +30,6 @@ from tests.backend_utils import vjp_all_modes
 TINY = float(np.finfo(np.float32).tiny)
 SATURATED = -np.log(TINY)  # 87.336544...
 K = keras.ops
-
-
-def _t(x, dtype="float32"):
-    return K.cast(K.convert_to_tensor(np.asarray(x, "float32")), dtype)
 
 
 # Each cross-entropy on probabilities, with labels on the first class.
@@ -123,7 +120,7 @@ def test_below_the_smallest_normal_saturates_with_a_zero_gradient(op):
 def test_invalid_probabilities_give_nan(op):
     p0 = np.array([-0.1, np.nan], "float32")
     probs = _first_class_probs(p0) if op in SOFTMAX_OPS else p0[:, None]
-    assert np.isnan(to_numpy(op(_t(probs)))).all()
+    assert np.isnan(to_numpy(op(cast_tensor(probs)))).all()
 
 
 def test_hand_written_log_of_softmax_is_inf_on_every_backend():
@@ -131,7 +128,7 @@ def test_hand_written_log_of_softmax_is_inf_on_every_backend():
     logits = np.array([[0.0, 90.0]], "float32")
     for mode in MODES:
         value, (grad,) = vjp(
-            lambda x: -K.sum(_t(labels) * K.log(K.softmax(x))), [logits], mode=mode
+            lambda x: -K.sum(cast_tensor(labels) * K.log(K.softmax(x))), [logits], mode=mode
         )
         assert value == np.inf or np.isnan(grad).any(), (value, grad)
 
@@ -201,7 +198,7 @@ def test_softmax_output_in_a_sigmoid_loss_is_read_as_probabilities():
     Keras on TensorFlow reads a softmax output's logits as sigmoid logits.
     keras_stable checks that the activation reproduces the output first."""
     labels = np.array([[0.0, 1.0, 1.0]], "float32")
-    logits = _t([[1.0, 2.0, 3.0]])
+    logits = cast_tensor([[1.0, 2.0, 3.0]])
     probs = keras.activations.softmax(logits)
     plain = K.convert_to_tensor(to_numpy(probs).astype("float32"))
     expected = ref.sigmoid_cross_entropy_from_probabilities(labels, to_numpy(plain))
@@ -213,7 +210,7 @@ def test_softmax_output_in_a_sigmoid_loss_is_read_as_probabilities():
 
 def test_half_precision_probabilities_are_read_exactly():
     for dtype in ("float16", "bfloat16"):
-        probs = _t(_first_class_probs([1e-4, 0.25]), dtype)
+        probs = cast_tensor(_first_class_probs([1e-4, 0.25]), dtype)
         exact = to_numpy(probs)  # the float16 values, exactly
         out = to_numpy(
             ops.softmax_cross_entropy(
@@ -224,7 +221,7 @@ def test_half_precision_probabilities_are_read_exactly():
         assert_close(out, expected)
         # A half-precision softmax output is read as its probabilities (its
         # logits are not used): the same number on every backend.
-        head = keras.activations.softmax(_t([[0.0, 20.0, -20.0]], dtype))
+        head = keras.activations.softmax(cast_tensor([[0.0, 20.0, -20.0]], dtype))
         out = to_numpy(
             ops.softmax_cross_entropy(np.eye(3, dtype="float32")[[0]], head, from_logits=False)
         )
@@ -288,7 +285,7 @@ def test_saturation_is_the_smallest_normal_of_the_compute_dtype():
 
 
 def test_no_warning_for_probabilities_with_from_logits_false():
-    probs = keras.activations.softmax(_t(np.zeros((2, 3))))
+    probs = keras.activations.softmax(cast_tensor(np.zeros((2, 3))))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for op in ALL_OPS:

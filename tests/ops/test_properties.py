@@ -5,7 +5,6 @@ dtype), gradients are finite. Eager only (a compiled run per random shape
 would be a compile per example); the fixed grids cover compiled == eager.
 """
 
-import keras
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,8 +13,9 @@ from keras_stable import ops
 from tests import reference as ref
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
+from tests.backend_utils import round_to
 from tests.backend_utils import vjp
-from tests.ops.test_values_and_gradients import round_to
 
 
 @st.composite
@@ -37,10 +37,6 @@ def problems(draw):
     return x, axis, mask, dtype, rng
 
 
-def _tensor(x, dtype):
-    return keras.ops.cast(keras.ops.convert_to_tensor(np.asarray(x, "float32")), dtype)
-
-
 @given(problems())
 def test_softmax_family_random(problem):
     x, axis, mask, dtype, _ = problem
@@ -50,7 +46,7 @@ def test_softmax_family_random(problem):
         (ops.log_softmax, ref.log_softmax),
         (ops.logsumexp, ref.logsumexp),
     ):
-        out, (g,) = vjp(lambda a, m: op(a, axis=axis, mask=m), [_tensor(x, dtype), mask])
+        out, (g,) = vjp(lambda a, m: op(a, axis=axis, mask=m), [cast_tensor(x, dtype), mask])
         with np.errstate(all="ignore"):
             expected = round_to(r(xr, axis=axis, mask=mask), dtype)
         # Both sides are rounded to the output dtype: the per-dtype tolerance
@@ -64,10 +60,10 @@ def test_norms_random(problem):
     x, axis, mask, dtype, _ = problem
     x = np.where(np.isfinite(x), x, 0.0)
     xr = round_to(x, dtype)
-    out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=axis), [_tensor(x, dtype)])
+    out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=axis), [cast_tensor(x, dtype)])
     assert_close(out, round_to(ref.safe_norm(xr, axis=axis), dtype), dtype, what="safe_norm")
     assert_finite(g, "safe_norm gradient")
-    out, (g,) = vjp(lambda a: ops.l2_normalize(a, axis=axis), [_tensor(x, dtype)])
+    out, (g,) = vjp(lambda a: ops.l2_normalize(a, axis=axis), [cast_tensor(x, dtype)])
     assert_close(out, round_to(ref.l2_normalize(xr, axis=axis), dtype), dtype, what="l2_normalize")
     assert_finite(g, "l2_normalize gradient")
 
@@ -83,7 +79,7 @@ def test_cross_entropies_random(problem):
     onehot = np.moveaxis(np.eye(k)[labels_idx], -1, axis % len(shape))
     out, (g,) = vjp(
         lambda y, a, m: ops.softmax_cross_entropy(y, a, axis=axis, mask=m, label_smoothing=0.1),
-        [_tensor(onehot, dtype), _tensor(x, dtype), mask],
+        [cast_tensor(onehot, dtype), cast_tensor(x, dtype), mask],
         wrt=(1,),
     )
     expected = ref.softmax_cross_entropy(onehot, xr, axis=axis, mask=mask, label_smoothing=0.1)
@@ -91,7 +87,7 @@ def test_cross_entropies_random(problem):
     assert_finite(g, "softmax_cross_entropy gradient")
     out, (g,) = vjp(
         lambda y, a, m: ops.sparse_softmax_cross_entropy(y, a, axis=axis, mask=m, ignore_class=0),
-        [labels_idx, _tensor(x, dtype), mask],
+        [labels_idx, cast_tensor(x, dtype), mask],
         wrt=(1,),
     )
     expected = ref.sparse_softmax_cross_entropy(
@@ -109,7 +105,7 @@ def test_task_distance_random(problem):
     for squared in (False, True):
         out, (g,) = vjp(
             lambda t, p, m: ops.masked_task_distance(t, p, mask=m, axis=axis, squared=squared),
-            [_tensor(y_true, dtype), _tensor(y_pred, dtype), mask],
+            [cast_tensor(y_true, dtype), cast_tensor(y_pred, dtype), mask],
             wrt=(1,),
         )
         expected = ref.masked_task_distance(

@@ -9,36 +9,24 @@ the naive formulations fail on the same inputs.
 import math
 
 import keras
-import ml_dtypes
 import numpy as np
 import pytest
 
 from keras_stable import ops
 from tests import reference as ref
+from tests.backend_utils import DTYPES
 from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
+from tests.backend_utils import dtype_of
+from tests.backend_utils import round_to
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 
 K = keras.ops
-DTYPES = ("float32", "float16", "bfloat16")
-NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 INF = np.inf
-
-
-def _t(x, dtype="float32"):
-    return K.cast(K.convert_to_tensor(np.asarray(x, "float32")), dtype)
-
-
-def _round(x, dtype):
-    with np.errstate(over="ignore"):  # 1e30 is inf in float16, as in the tensors
-        return np.asarray(x, "float64").astype(NP[dtype]).astype("float64")
-
-
-def _dtype_of(x):
-    return keras.backend.standardize_dtype(x.dtype)
 
 
 # --------------------------------------------------------------------------
@@ -55,11 +43,11 @@ def test_poisson_nll_from_log_rates(dtype, full):
     def fn(z):
         return ops.poisson_nll(COUNTS.astype("float32"), z, full=full)
 
-    out, (grad,) = vjp_all_modes(fn, [_t(LOG_RATES, dtype)], dtype=dtype)
-    z = _round(LOG_RATES, dtype)
-    assert_close(out, _round(ref.poisson_nll(COUNTS, z, full=full), dtype), dtype)
-    assert_close(grad, _round(np.exp(z) - COUNTS, dtype), dtype)
-    assert _dtype_of(fn(_t(LOG_RATES, dtype))) == dtype
+    out, (grad,) = vjp_all_modes(fn, [cast_tensor(LOG_RATES, dtype)], dtype=dtype)
+    z = round_to(LOG_RATES, dtype)
+    assert_close(out, round_to(ref.poisson_nll(COUNTS, z, full=full), dtype), dtype)
+    assert_close(grad, round_to(np.exp(z) - COUNTS, dtype), dtype)
+    assert dtype_of(fn(cast_tensor(LOG_RATES, dtype))) == dtype
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -69,10 +57,10 @@ def test_poisson_nll_from_rates(dtype):
     def fn(r):
         return ops.poisson_nll(COUNTS.astype("float32"), r, log_input=False)
 
-    out, (grad,) = vjp_all_modes(fn, [_t(rates, dtype)], dtype=dtype)
-    r = _round(rates, dtype)
-    assert_close(out, _round(ref.poisson_nll(COUNTS, r, log_input=False), dtype), dtype)
-    assert_close(grad, _round(1.0 - COUNTS / r, dtype), dtype)
+    out, (grad,) = vjp_all_modes(fn, [cast_tensor(rates, dtype)], dtype=dtype)
+    r = round_to(rates, dtype)
+    assert_close(out, round_to(ref.poisson_nll(COUNTS, r, log_input=False), dtype), dtype)
+    assert_close(grad, round_to(1.0 - COUNTS / r, dtype), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -83,7 +71,9 @@ def test_poisson_nll_rate_zero(dtype):
     rates = np.array([0.0, 0.0, 1.5, 1.5])
 
     out, (grad,) = vjp_all_modes(
-        lambda r: ops.poisson_nll(counts, r, log_input=False), [_t(rates, dtype)], dtype=dtype
+        lambda r: ops.poisson_nll(counts, r, log_input=False),
+        [cast_tensor(rates, dtype)],
+        dtype=dtype,
     )
     assert out[0] == 0 and out[1] == INF
     np.testing.assert_array_equal(grad[:2], 1.0)  # d(rate)/d(rate); log's part is 0 at 0
@@ -91,7 +81,7 @@ def test_poisson_nll_rate_zero(dtype):
 
     log_rates = np.array([-INF, -INF, 0.0, 0.0])
     out, (grad,) = vjp_all_modes(
-        lambda z: ops.poisson_nll(counts, z), [_t(log_rates, dtype)], dtype=dtype
+        lambda z: ops.poisson_nll(counts, z), [cast_tensor(log_rates, dtype)], dtype=dtype
     )
     assert out[0] == 0 and out[1] == INF
     np.testing.assert_array_equal(grad, [0.0, -2.0, 1.0, 0.0])
@@ -115,7 +105,7 @@ def test_keras_poisson_epsilon_is_wrong_on_a_log_link(mode):
     rate of exp(-20) the value is 16.1 instead of 20 and the gradient with
     respect to the log-rate is -0.02 instead of -1."""
     counts = np.array([1.0, 0.0], "float32")
-    z = [_t([-20.0, -2.0])]
+    z = [cast_tensor([-20.0, -2.0])]
     exact = ref.poisson_nll(counts, [-20.0, -2.0]).mean()
     plain, (g_plain,) = vjp(lambda v: keras.losses.poisson(counts, K.exp(v)), z, mode=mode)
     assert abs(plain - exact) > 1.9  # 8.117 vs 10.068
@@ -149,14 +139,14 @@ def test_gaussian_nll_ordinary_values(dtype, full):
     def fn(m, lv):
         return ops.gaussian_nll(labels.astype("float32"), m, lv, full=full)
 
-    args = [_t(mean, dtype), _t(log_variance, dtype)]
+    args = [cast_tensor(mean, dtype), cast_tensor(log_variance, dtype)]
     out, (g_mean, g_lv) = vjp_all_modes(fn, args, wrt=(0, 1), dtype=dtype)
-    m, lv = _round(mean, dtype), _round(log_variance, dtype)
-    assert_close(out, _round(ref.gaussian_nll(labels, m, lv, full=full), dtype), dtype)
+    m, lv = round_to(mean, dtype), round_to(log_variance, dtype)
+    assert_close(out, round_to(ref.gaussian_nll(labels, m, lv, full=full), dtype), dtype)
     expected_mean, expected_lv = _gaussian_grads(labels.astype("float32"), m, lv)
     assert_close(g_mean, expected_mean, dtype)
     assert_close(g_lv, expected_lv, dtype)
-    assert _dtype_of(fn(*args)) == dtype
+    assert dtype_of(fn(*args)) == dtype
 
 
 # (label, mean, log_variance): exact fits, tiny and huge errors, and
@@ -183,7 +173,9 @@ def test_gaussian_nll_extreme_log_variance():
     def fn(m, lv):
         return ops.gaussian_nll(labels.astype("float32"), m, lv)
 
-    out, (g_mean, g_lv) = vjp_all_modes(fn, [_t(mean), _t(log_variance)], wrt=(0, 1))
+    out, (g_mean, g_lv) = vjp_all_modes(
+        fn, [cast_tensor(mean), cast_tensor(log_variance)], wrt=(0, 1)
+    )
     labels32 = labels.astype("float32").astype("float64")
     assert_close(out, ref.gaussian_nll(labels32, mean, log_variance))
     expected_mean, expected_lv = _gaussian_grads(labels32, mean, log_variance)
@@ -200,13 +192,13 @@ def test_gaussian_nll_extreme_log_variance():
 @pytest.mark.parametrize("mode", MODES)
 def test_naive_gaussian_nll_breaks_at_extreme_log_variance(mode):
     labels = np.array([0.0, 1e20], "float32")
-    args = [_t([0.0, 0.0]), _t([-100.0, 100.0])]
+    args = [cast_tensor([0.0, 0.0]), cast_tensor([-100.0, 100.0])]
 
     def naive(m, lv):
-        return 0.5 * (lv + K.square(_t(labels) - m) * K.exp(-lv))
+        return 0.5 * (lv + K.square(cast_tensor(labels) - m) * K.exp(-lv))
 
     def with_division(m, lv):
-        return 0.5 * (lv + K.square(_t(labels) - m) / K.exp(lv))
+        return 0.5 * (lv + K.square(cast_tensor(labels) - m) / K.exp(lv))
 
     for plain in (naive, with_division):
         value, (g_mean, g_lv) = vjp(plain, args, wrt=(0, 1), mode=mode)
@@ -228,13 +220,13 @@ def test_gaussian_nll_half_precision_is_computed_in_float32(dtype):
     mean = np.zeros(3)
     log_variance = np.array([10.0, -100.0, 60.0])
     out, grads = vjp_all_modes(
-        lambda m, lv: ops.gaussian_nll(_t(labels, dtype), m, lv),
-        [_t(mean, dtype), _t(log_variance, dtype)],
+        lambda m, lv: ops.gaussian_nll(cast_tensor(labels, dtype), m, lv),
+        [cast_tensor(mean, dtype), cast_tensor(log_variance, dtype)],
         wrt=(0, 1),
         dtype=dtype,
     )
-    y, lv = _round(labels, dtype), _round(log_variance, dtype)
-    assert_close(out, _round(ref.gaussian_nll(y, 0.0, lv), dtype), dtype)
+    y, lv = round_to(labels, dtype), round_to(log_variance, dtype)
+    assert_close(out, round_to(ref.gaussian_nll(y, 0.0, lv), dtype), dtype)
     for g in grads:
         assert_finite(g)
 
@@ -275,24 +267,24 @@ def test_masked_errors(name, op, reference, derivative, dtype):
     """Missing labels give exactly 0 with a zero gradient, even under a
     prediction of 1e30; observed ones the exact error and its gradient."""
     out, (grad,) = vjp_all_modes(
-        lambda p: op(LABELS.astype("float32"), p), [_t(PREDS, dtype)], dtype=dtype
+        lambda p: op(LABELS.astype("float32"), p), [cast_tensor(PREDS, dtype)], dtype=dtype
     )
-    p = _round(PREDS, dtype)
-    assert_close(out, _round(reference(LABELS, p), dtype), dtype)
+    p = round_to(PREDS, dtype)
+    assert_close(out, round_to(reference(LABELS, p), dtype), dtype)
     np.testing.assert_array_equal(out[~OBSERVED], 0.0)
     np.testing.assert_array_equal(grad[~OBSERVED], 0.0)
     error = np.where(OBSERVED, p - np.nan_to_num(LABELS), 0.0)
-    assert_close(grad, _round(derivative(error), dtype), dtype)
-    assert _dtype_of(op(LABELS.astype("float32"), _t(PREDS, dtype))) == (
+    assert_close(grad, round_to(derivative(error), dtype), dtype)
+    assert dtype_of(op(LABELS.astype("float32"), cast_tensor(PREDS, dtype))) == (
         "float32" if dtype == "bfloat16" or dtype == "float16" else dtype
     )
 
 
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
 def test_masked_errors_keep_a_half_precision_dtype(dtype):
-    labels = _t([[1.0, np.nan]], dtype)
-    out = ops.masked_squared_error(labels, _t([[300.0, 2.0]], dtype))
-    assert _dtype_of(out) == dtype
+    labels = cast_tensor([[1.0, np.nan]], dtype)
+    out = ops.masked_squared_error(labels, cast_tensor([[300.0, 2.0]], dtype))
+    assert dtype_of(out) == dtype
     assert to_numpy(out)[0, 1] == 0
 
 
@@ -300,11 +292,13 @@ def test_masked_errors_keep_a_half_precision_dtype(dtype):
 def test_masking_a_nan_label_by_multiplication_leaks_nan(mode):
     labels = np.array([1.0, np.nan, -1.0], "float32")
     keep = np.array([1.0, 0.0, 1.0], "float32")
-    x = [_t([0.0, 0.0, 0.0])]
-    value, (grad,) = vjp(lambda p: K.sum(_t(keep) * K.square(_t(labels) - p)), x, mode=mode)
+    x = [cast_tensor([0.0, 0.0, 0.0])]
+    value, (grad,) = vjp(
+        lambda p: K.sum(cast_tensor(keep) * K.square(cast_tensor(labels) - p)), x, mode=mode
+    )
     assert np.isnan(value) and np.isnan(grad[1])
     _, (grad,) = vjp(
-        lambda p: K.sum(K.where(keep > 0, K.square(_t(labels) - p), 0.0)), x, mode=mode
+        lambda p: K.sum(K.where(keep > 0, K.square(cast_tensor(labels) - p), 0.0)), x, mode=mode
     )
     assert np.isnan(grad[1])
     value, (grad,) = vjp(lambda p: K.sum(ops.masked_squared_error(labels, p)), x, mode=mode)

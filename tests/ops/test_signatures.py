@@ -21,19 +21,16 @@ from tests import reference as ref
 from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
 from tests.backend_utils import finite_difference
 from tests.backend_utils import float64_enabled
+from tests.backend_utils import round_to
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
-from tests.ops.test_values_and_gradients import round_to
 
 NEG_INF = -np.inf
 INF = np.inf
 rng = np.random.default_rng(7)
-
-
-def _t(x, dtype="float32"):
-    return keras.ops.cast(keras.ops.convert_to_tensor(np.asarray(x, "float32")), dtype)
 
 
 def _fd_check(op_fn, ref_fn, x, extra=(), rtol=1e-6, atol=1e-7):
@@ -98,14 +95,14 @@ def _np_axis(axis):
 
 def test_logsumexp_default_is_all_axes():
     x = rng.normal(size=(2, 3, 4)) * 10
-    out = keras.ops.convert_to_numpy(ops.logsumexp(_t(x)))
+    out = keras.ops.convert_to_numpy(ops.logsumexp(cast_tensor(x)))
     assert out.shape == ()
     assert_close(out, ref.logsumexp(round_to(x, "float32"), axis=None))
-    out = ops.logsumexp(_t(x), keepdims=True)
+    out = ops.logsumexp(cast_tensor(x), keepdims=True)
     assert tuple(out.shape) == (1, 1, 1)
     # The old default, now spelled out.
     assert_close(
-        keras.ops.convert_to_numpy(ops.logsumexp(_t(x), axis=-1)),
+        keras.ops.convert_to_numpy(ops.logsumexp(cast_tensor(x), axis=-1)),
         ref.logsumexp(round_to(x, "float32"), axis=-1),
     )
 
@@ -115,7 +112,7 @@ def test_logsumexp_default_is_all_axes():
 def test_logsumexp_shapes_match_numpy(axis, keepdims):
     x = np.zeros((2, 3, 4), "float32")
     expected = np.log(np.sum(np.exp(x), axis=_np_axis(axis), keepdims=keepdims))
-    out = ops.logsumexp(_t(x), axis=axis, keepdims=keepdims)
+    out = ops.logsumexp(cast_tensor(x), axis=axis, keepdims=keepdims)
     assert tuple(out.shape) == expected.shape
     assert_close(keras.ops.convert_to_numpy(out), expected)
 
@@ -135,7 +132,7 @@ def test_softmax_family_axis_forms_values_and_gradients(name, axis):
     x[1, 2, 3] = NEG_INF
     kw = {"axis": axis}
     nax = _np_axis(axis)
-    out, (g,) = vjp_all_modes(lambda a, m: op(a, mask=m, **kw), [_t(x), mask])
+    out, (g,) = vjp_all_modes(lambda a, m: op(a, mask=m, **kw), [cast_tensor(x), mask])
     with np.errstate(all="ignore"):
         expected = r(round_to(x, "float32"), axis=nax, mask=mask)
     assert_close(out, expected, what=f"{name} axis={axis}")
@@ -176,7 +173,7 @@ def test_softmax_family_groups_with_nothing_left_over_tuple_axes(name, axis):
         mask[:, 1, :] = False
         x[:, 2, :] = NEG_INF  # all -inf group
     for mode in MODES:
-        out, (g,) = vjp(lambda a, m: op(a, axis=axis, mask=m), [_t(x), mask], mode=mode)
+        out, (g,) = vjp(lambda a, m: op(a, axis=axis, mask=m), [cast_tensor(x), mask], mode=mode)
         with np.errstate(all="ignore"):
             expected = r(x, axis=_np_axis(axis), mask=mask)
         assert_close(out, round_to(expected, "float32"), what=f"{name} {mode}")
@@ -190,7 +187,7 @@ def test_logsumexp_plus_inf_and_nan_over_tuple_axes():
     x = np.zeros((2, 2, 3))
     x[0, 1, 2] = INF
     x[1, 0, 0] = np.nan
-    out = keras.ops.convert_to_numpy(ops.logsumexp(_t(x), axis=(1, 2))).astype("float64")
+    out = keras.ops.convert_to_numpy(ops.logsumexp(cast_tensor(x), axis=(1, 2))).astype("float64")
     assert out[0] == INF and np.isnan(out[1])
 
 
@@ -202,20 +199,22 @@ def test_softmax_family_tuple_axes_half_precision(name, dtype):
     x = np.array([[[12.0, 11.0], [0.0, 100.0]], [[-100.0, 50.0], [30.0, 31.0]]])
     mask = np.array([[[True, True], [True, False]], [[False, False], [False, False]]])
     out, (g,) = vjp_all_modes(
-        lambda a, m: op(a, axis=(1, 2), mask=m), [_t(x, dtype), mask], dtype=dtype
+        lambda a, m: op(a, axis=(1, 2), mask=m), [cast_tensor(x, dtype), mask], dtype=dtype
     )
     with np.errstate(all="ignore"):
         expected = round_to(r(round_to(x, dtype), axis=(1, 2), mask=mask), dtype)
     assert_close(out, expected, dtype)
     assert_finite(g, f"{name} gradient in {dtype}")
-    out = op(_t(x, dtype), axis=(1, 2))
+    out = op(cast_tensor(x, dtype), axis=(1, 2))
     assert keras.backend.standardize_dtype(out.dtype) == dtype
 
 
 def test_shifted_logits_int_axis_still_serves_cross_entropy():
     x = rng.normal(size=(3, 4))
     labels = np.eye(4)[[0, 3, 1]]
-    out = keras.ops.convert_to_numpy(ops.softmax_cross_entropy(_t(labels), _t(x), axis=-1))
+    out = keras.ops.convert_to_numpy(
+        ops.softmax_cross_entropy(cast_tensor(labels), cast_tensor(x), axis=-1)
+    )
     assert_close(out, ref.softmax_cross_entropy(labels, round_to(x, "float32"), axis=-1))
 
 
@@ -264,13 +263,14 @@ def test_safe_norm_vector_orders_values(ord, keepdims):
     x[2] = 0.0  # the zero vector
     for axis in (-1, 0):
         out, (g,) = vjp_all_modes(
-            lambda a, axis=axis: ops.safe_norm(a, axis=axis, keepdims=keepdims, ord=ord), [_t(x)]
+            lambda a, axis=axis: ops.safe_norm(a, axis=axis, keepdims=keepdims, ord=ord),
+            [cast_tensor(x)],
         )
         assert out.shape == np_norm(x, axis, ord, keepdims).shape
         assert_close(out, np_norm(round_to(x, "float32"), axis, ord, keepdims), what=f"ord={ord}")
         assert_finite(g, f"ord={ord} gradient")
     # 1-D input, axis=None: a vector norm as in keras.ops.norm.
-    out = keras.ops.convert_to_numpy(ops.safe_norm(_t(x[0]), ord=ord))
+    out = keras.ops.convert_to_numpy(ops.safe_norm(cast_tensor(x[0]), ord=ord))
     assert_close(out, np_norm(round_to(x[0], "float32"), None, ord))
 
 
@@ -285,7 +285,7 @@ def test_safe_norm_vector_orders_gradients_match_finite_differences(ord):
 def test_safe_norm_count_has_zero_gradient():
     x = np.array([[0.0, 1.0, -2.0], [0.0, 0.0, 0.0]])
     for mode in MODES:
-        out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=-1, ord=0), [_t(x)], mode=mode)
+        out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=-1, ord=0), [cast_tensor(x)], mode=mode)
         np.testing.assert_array_equal(out, [2, 0])
         np.testing.assert_array_equal(g, 0)
 
@@ -296,7 +296,9 @@ def test_safe_norm_count_has_zero_gradient():
 def test_safe_norm_zero_vector_value_and_gradient_exactly_zero(ord, mode, dtype):
     axis = (1, 2) if ord == "fro" else -1
     x = np.zeros((2, 3, 4))
-    out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=axis, ord=ord), [_t(x, dtype)], mode=mode)
+    out, (g,) = vjp(
+        lambda a: ops.safe_norm(a, axis=axis, ord=ord), [cast_tensor(x, dtype)], mode=mode
+    )
     np.testing.assert_array_equal(out, 0)
     np.testing.assert_array_equal(g, 0)
 
@@ -307,7 +309,7 @@ def test_safe_norm_zero_entry_gradient_is_finite_and_zero_there(ord):
     slope for p < 1); its gradient is 0, the others stay exact."""
     x = np.array([[3.0, 0.0, -4.0, 1.5]])
     for mode in MODES:
-        out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=-1, ord=ord), [_t(x)], mode=mode)
+        out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=-1, ord=ord), [cast_tensor(x)], mode=mode)
         assert_close(out, np_norm(x, -1, ord))
         assert_finite(g, f"ord={ord}")
         assert g[0, 1] == 0
@@ -322,7 +324,7 @@ def test_safe_norm_zero_entry_gradient_is_finite_and_zero_there(ord):
 @pytest.mark.parametrize("ord", VECTOR_ORDS, ids=_ord_id)
 def test_safe_norm_inf_and_nan_entries(ord):
     x = np.array([[INF, 1.0, 2.0], [np.nan, 1.0, 2.0], [-INF, -INF, INF], [np.nan, 0.0, 0.0]])
-    out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=-1, ord=ord), [_t(x)])
+    out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=-1, ord=ord), [cast_tensor(x)])
     assert_close(out, np_norm(x, -1, ord))  # inf and NaN exactly (NaN counts for ord 0)
     assert_finite(g[0], f"ord={ord} gradient next to inf")
     assert_finite(g[2], f"ord={ord} gradient of all-inf")
@@ -334,14 +336,16 @@ def test_safe_norm_orders_half_precision(ord, dtype):
     """float16 [300]*4 (sum of squares 360000 > 65504) and small entries."""
     x = np.array([[300.0, 300.0, 300.0, 300.0], [1e-3, 2e-3, 0.0, 5.0], [0.0] * 4])
     out, (g,) = vjp_all_modes(
-        lambda a: ops.safe_norm(a, axis=-1, ord=ord), [_t(x, dtype)], dtype=dtype
+        lambda a: ops.safe_norm(a, axis=-1, ord=ord), [cast_tensor(x, dtype)], dtype=dtype
     )
     assert_close(out, round_to(np_norm(round_to(x, dtype), -1, ord), dtype), dtype)
     assert_finite(out, f"ord={ord} value in {dtype}")
     assert_finite(g, f"ord={ord} gradient in {dtype}")
     np.testing.assert_array_equal(g[2], 0)
     assert (
-        keras.backend.standardize_dtype(ops.safe_norm(_t(x, dtype), ord=ord, axis=-1).dtype)
+        keras.backend.standardize_dtype(
+            ops.safe_norm(cast_tensor(x, dtype), ord=ord, axis=-1).dtype
+        )
         == dtype
     )
 
@@ -351,7 +355,7 @@ def test_safe_norm_p_orders_do_not_overflow_when_the_norm_fits(ord):
     """Scaled: entries near float32's limits (their powers overflow or
     underflow) still give the exact norm."""
     x = np.array([[1e30, 2e30, -3e30], [1e-30, 2e-30, 3e-30]])
-    out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=-1, ord=ord), [_t(x)])
+    out, (g,) = vjp(lambda a: ops.safe_norm(a, axis=-1, ord=ord), [cast_tensor(x)])
     assert_close(out, np_norm(round_to(x, "float32"), -1, ord))
     assert_finite(g, f"ord={ord}")
 
@@ -360,17 +364,17 @@ def test_safe_norm_euclidean_path_unchanged():
     """ord=None, 2, 2.0 and 'fro' (2 axes) are the same computation."""
     x = rng.normal(size=(3, 4)) * 1e3
     x[0] = 0.0
-    base_out, (base_g,) = vjp(lambda a: ops.safe_norm(a, axis=-1), [_t(x)])
+    base_out, (base_g,) = vjp(lambda a: ops.safe_norm(a, axis=-1), [cast_tensor(x)])
     for ord in (2, 2.0, np.int64(2)):
-        out, (g,) = vjp(lambda a, ord=ord: ops.safe_norm(a, axis=-1, ord=ord), [_t(x)])
+        out, (g,) = vjp(lambda a, ord=ord: ops.safe_norm(a, axis=-1, ord=ord), [cast_tensor(x)])
         np.testing.assert_array_equal(out, base_out)
         np.testing.assert_array_equal(g, base_g)
-    base_out, (base_g,) = vjp(lambda a: ops.safe_norm(a, axis=(0, 1)), [_t(x)])
+    base_out, (base_g,) = vjp(lambda a: ops.safe_norm(a, axis=(0, 1)), [cast_tensor(x)])
     for ord in (None, "fro"):
-        out, (g,) = vjp(lambda a, ord=ord: ops.safe_norm(a, axis=(0, 1), ord=ord), [_t(x)])
+        out, (g,) = vjp(lambda a, ord=ord: ops.safe_norm(a, axis=(0, 1), ord=ord), [cast_tensor(x)])
         np.testing.assert_array_equal(out, base_out)
         np.testing.assert_array_equal(g, base_g)
-    out, _ = vjp(lambda a: ops.safe_norm(a, ord="fro"), [_t(x)])  # axis=None on a matrix
+    out, _ = vjp(lambda a: ops.safe_norm(a, ord="fro"), [cast_tensor(x)])  # axis=None on a matrix
     np.testing.assert_array_equal(out, base_out)
     assert_close(out, np_norm(round_to(x, "float32"), (0, 1), "fro"))
 
@@ -378,12 +382,12 @@ def test_safe_norm_euclidean_path_unchanged():
 def test_safe_norm_rank0_and_empty_axes():
     x = np.array([[-3.0, 0.0]])
     for ord in (1, INF, 3, -1):
-        out = keras.ops.convert_to_numpy(ops.safe_norm(_t(x), axis=(), ord=ord))
+        out = keras.ops.convert_to_numpy(ops.safe_norm(cast_tensor(x), axis=(), ord=ord))
         np.testing.assert_array_equal(out, [[3.0, 0.0]])
     np.testing.assert_array_equal(
-        keras.ops.convert_to_numpy(ops.safe_norm(_t(x), axis=(), ord=0)), [[1.0, 0.0]]
+        keras.ops.convert_to_numpy(ops.safe_norm(cast_tensor(x), axis=(), ord=0)), [[1.0, 0.0]]
     )
-    assert float(keras.ops.convert_to_numpy(ops.safe_norm(_t(-2.0), ord=1))) == 2.0
+    assert float(keras.ops.convert_to_numpy(ops.safe_norm(cast_tensor(-2.0), ord=1))) == 2.0
 
 
 @pytest.mark.parametrize(
@@ -455,7 +459,9 @@ def test_l2_normalize_orders_and_axes(order, axis):
     x = rng.normal(size=(2, 3, 4)) * 5
     x[0, 1] = 0.0  # a zero vector along the last axis
     nax = _np_axis(axis)
-    out, (g,) = vjp_all_modes(lambda a: ops.l2_normalize(a, axis=axis, order=order), [_t(x)])
+    out, (g,) = vjp_all_modes(
+        lambda a: ops.l2_normalize(a, axis=axis, order=order), [cast_tensor(x)]
+    )
     assert_close(out, np_normalize(round_to(x, "float32"), nax, order))
     assert_finite(g, "l2_normalize gradient")
     if axis == -1:
@@ -476,7 +482,9 @@ def test_l2_normalize_orders_and_axes(order, axis):
 @pytest.mark.parametrize("order", [1, 2, 3])
 def test_l2_normalize_zero_vector_gradient_exactly_zero(order, mode, dtype):
     out, (g,) = vjp(
-        lambda a: ops.l2_normalize(a, order=order), [_t(np.zeros((2, 3)), dtype)], mode=mode
+        lambda a: ops.l2_normalize(a, order=order),
+        [cast_tensor(np.zeros((2, 3)), dtype)],
+        mode=mode,
     )
     np.testing.assert_array_equal(out, 0)
     np.testing.assert_array_equal(g, 0)
@@ -487,13 +495,17 @@ def test_l2_normalize_epsilon_matches_keras_formula(order):
     """x / max(||x||, eps): norms above eps are unit, below are shrunk."""
     eps = 1e-3
     x = np.array([[3.0, -4.0, 1.0], [3e-5, 4e-5, 0.0], [1e-3, 2e-3, -2e-3], [0.0, 0.0, 0.0]])
-    out, (g,) = vjp_all_modes(lambda a: ops.l2_normalize(a, order=order, epsilon=eps), [_t(x)])
+    out, (g,) = vjp_all_modes(
+        lambda a: ops.l2_normalize(a, order=order, epsilon=eps), [cast_tensor(x)]
+    )
     assert_close(out, np_normalize(round_to(x, "float32"), -1, order, eps))
     assert_finite(g, "gradient with epsilon")
     # The zero vector: x / eps near 0, so the gradient is 1/eps (finite).
     np.testing.assert_allclose(g[3], 1 / eps, rtol=1e-6)
     # And keras.ops.normalize itself, where its value is defined.
-    theirs = keras.ops.convert_to_numpy(keras.ops.normalize(_t(x[:3]), order=order, epsilon=eps))
+    theirs = keras.ops.convert_to_numpy(
+        keras.ops.normalize(cast_tensor(x[:3]), order=order, epsilon=eps)
+    )
     assert_close(out[:3], theirs, tol=(1e-5, 1e-7))
     # Gradients at smooth points of both regimes.
     w = np.array([[0.3, -1.0, 2.0], [1.5, 0.5, -0.7], [1.0, 1.0, 1.0]])
@@ -510,7 +522,7 @@ def test_l2_normalize_epsilon_matches_keras_formula(order):
 def test_l2_normalize_epsilon_zero_and_default():
     x = np.array([[3e-9, 4e-9], [0.0, 0.0]])
     for eps in (None, 0.0, 0):
-        out, (g,) = vjp(lambda a, eps=eps: ops.l2_normalize(a, epsilon=eps), [_t(x)])
+        out, (g,) = vjp(lambda a, eps=eps: ops.l2_normalize(a, epsilon=eps), [cast_tensor(x)])
         assert_close(out, [[0.6, 0.8], [0.0, 0.0]])
         np.testing.assert_array_equal(g[1], 0)
 
@@ -520,7 +532,7 @@ def test_l2_normalize_epsilon_zero_and_default():
 def test_l2_normalize_orders_half_precision(order, dtype):
     x = np.array([[300.0, 300.0, 300.0, 300.0], [0.0] * 4, [1e-3, 0.0, -2e-3, 0.5]])
     out, (g,) = vjp_all_modes(
-        lambda a: ops.l2_normalize(a, order=order), [_t(x, dtype)], dtype=dtype
+        lambda a: ops.l2_normalize(a, order=order), [cast_tensor(x, dtype)], dtype=dtype
     )
     assert_close(out, round_to(np_normalize(round_to(x, dtype), -1, order), dtype), dtype)
     assert_finite(g, f"order={order} gradient in {dtype}")

@@ -14,18 +14,15 @@ import pytest
 from keras_stable import ops
 from tests.backend_utils import BACKEND
 from tests.backend_utils import MODES
+from tests.backend_utils import cast_tensor
 from tests.backend_utils import vjp
 
 K = keras.ops
 
 
-def _t(x, dtype="float32"):
-    return K.cast(K.convert_to_tensor(np.asarray(x, "float32")), dtype)
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_norm_at_zero(mode):
-    x = [_t(np.zeros(4))]
+    x = [cast_tensor(np.zeros(4))]
     _, (plain,) = vjp(lambda v: K.sqrt(K.sum(K.square(v))), x, mode=mode)
     assert np.isnan(plain).all()
     if BACKEND != "torch":  # torch.linalg.norm special-cases ||x|| = 0
@@ -46,9 +43,9 @@ def test_bug_report_masked_task_norm(mode):
         return lambda v: K.mean(K.square(norm(v)))
 
     if BACKEND == "jax" or (BACKEND == "tensorflow" and mode == "compiled"):
-        _, (plain,) = vjp(loss(lambda v: K.norm(v, axis=0)), [_t(d)], mode=mode)
+        _, (plain,) = vjp(loss(lambda v: K.norm(v, axis=0)), [cast_tensor(d)], mode=mode)
         assert np.isnan(plain).sum() == 32
-    _, (ours,) = vjp(loss(lambda v: ops.safe_norm(v, axis=0)), [_t(d)], mode=mode)
+    _, (ours,) = vjp(loss(lambda v: ops.safe_norm(v, axis=0)), [cast_tensor(d)], mode=mode)
     expected = np.zeros_like(d)
     expected[:, 2] = 2 * d[:, 2] / 5
     np.testing.assert_allclose(ours, expected, rtol=1e-6, atol=1e-7)
@@ -59,18 +56,18 @@ def test_epsilon_fix_is_biased_and_fails_in_float16(mode):
     def eps_norm(v):
         return K.sqrt(K.sum(K.square(v)) + 1e-12)
 
-    value, _ = vjp(eps_norm, [_t(np.zeros(4))], mode=mode)
+    value, _ = vjp(eps_norm, [cast_tensor(np.zeros(4))], mode=mode)
     assert value == pytest.approx(1e-6)  # biased: the norm of 0 is 0
-    value, _ = vjp(eps_norm, [_t([1e-6, 0, 0, 0])], mode=mode)
+    value, _ = vjp(eps_norm, [cast_tensor([1e-6, 0, 0, 0])], mode=mode)
     assert value == pytest.approx(np.sqrt(2) * 1e-6, rel=1e-3)  # +41%
-    _, (g16,) = vjp(eps_norm, [_t(np.zeros(4), "float16")], mode=mode)
+    _, (g16,) = vjp(eps_norm, [cast_tensor(np.zeros(4), "float16")], mode=mode)
     if BACKEND != "torch" or mode == "eager":
         assert np.isnan(g16).all()  # 1e-12 rounds to 0 in float16
     for dtype in ("float32", "float16"):
-        value, (g,) = vjp(ops.safe_norm, [_t([1e-6, 0, 0, 0], dtype)], mode=mode)
+        value, (g,) = vjp(ops.safe_norm, [cast_tensor([1e-6, 0, 0, 0], dtype)], mode=mode)
         assert value == np.float64(np.asarray(1e-6, dtype))  # exact: ||(a,0,0,0)|| = |a|
         np.testing.assert_allclose(g, [1, 0, 0, 0], rtol=1e-3)
-        value, (g,) = vjp(ops.safe_norm, [_t(np.zeros(4), dtype)], mode=mode)
+        value, (g,) = vjp(ops.safe_norm, [cast_tensor(np.zeros(4), dtype)], mode=mode)
         assert value == 0 and not g.any()
 
 
@@ -78,7 +75,7 @@ def test_epsilon_fix_is_biased_and_fails_in_float16(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_float16_norm_overflow(mode):
     # The plain norm's inf is the trap itself: NumPy warns when it converts it.
-    x = [_t([300, 300, 300, 300], "float16")]
+    x = [cast_tensor([300, 300, 300, 300], "float16")]
     if BACKEND != "torch":  # torch accumulates the norm in float32
         value, _ = vjp(lambda v: K.norm(v), x, mode=mode)
         assert np.isinf(value)
@@ -93,7 +90,7 @@ def test_float16_norm_overflow(mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_fully_neg_inf_row(mode):
-    x = [_t([[-np.inf] * 3, [1.0, 2.0, 3.0]])]
+    x = [cast_tensor([[-np.inf] * 3, [1.0, 2.0, 3.0]])]
     value, (g,) = vjp(lambda v: K.softmax(v, axis=-1), x, mode=mode)
     assert np.isnan(value[0]).all() or np.isnan(g[0]).all()
     _, (g,) = vjp(lambda v: K.logsumexp(v, axis=-1), x, mode=mode)
@@ -108,7 +105,7 @@ def test_fully_neg_inf_row(mode):
 
 def test_cross_entropy_with_neg_inf_logit_on_zero_label():
     labels = np.array([[1.0, 0.0, 0.0]], "float32")
-    logits = _t([[2.0, -np.inf, 0.0]])
+    logits = cast_tensor([[2.0, -np.inf, 0.0]])
     plain = keras.losses.CategoricalCrossentropy(from_logits=True)(labels, logits)
     assert np.isnan(keras.ops.convert_to_numpy(plain))  # eager, every backend
     ours = ops.softmax_cross_entropy(labels, logits)
@@ -117,7 +114,7 @@ def test_cross_entropy_with_neg_inf_logit_on_zero_label():
 
 @pytest.mark.parametrize("mode", MODES)
 def test_hand_written_softmax_overflow(mode):
-    x = [_t([[100.0, 99.0, 0.0]])]
+    x = [cast_tensor([[100.0, 99.0, 0.0]])]
 
     def naive(v):
         e = K.exp(v)
@@ -142,7 +139,7 @@ def test_masking_by_multiplication_or_single_where_with_nan_label(mode):
         sq = K.square(K.convert_to_tensor(y_true) - p)
         return K.sum(K.where(mask, sq, K.zeros_like(sq))) / 2
 
-    p = [_t([0.0, 0.0, 4.0])]
+    p = [cast_tensor([0.0, 0.0, 4.0])]
     value, (g,) = vjp(multiply, p, mode=mode)
     assert np.isnan(value) and np.isnan(g).any()
     value, (g,) = vjp(single_where, p, mode=mode)

@@ -7,39 +7,30 @@ dtype's tolerance, and finite gradients everywhere.
 """
 
 import keras
-import ml_dtypes
 import numpy as np
 import pytest
 
+from tests.backend_utils import DTYPES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import cast_tensor
 from tests.backend_utils import finite_difference
 from tests.backend_utils import float64_enabled
+from tests.backend_utils import round_to
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 from tests.ops.cases import edge_cases
 from tests.ops.cases import smooth_cases
 
-DTYPES = ("float32", "float16", "bfloat16")
-NP_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-
-
-def round_to(x, dtype):
-    """What a float64 array becomes in `dtype`, back in float64."""
-    return np.asarray(x, "float64").astype(NP_DTYPES[dtype]).astype("float64")
-
 
 def tensors(case, dtype):
     """The case's arguments as backend tensors; float args in `dtype`."""
-    out = []
-    for i, a in enumerate(case.args):
-        a = np.asarray(a)
-        if i in case.float_args:
-            t = keras.ops.cast(keras.ops.convert_to_tensor(a.astype("float32")), dtype)
-        else:
-            t = keras.ops.convert_to_tensor(a)
-        out.append(t)
-    return out
+    return [
+        cast_tensor(a, dtype)
+        if i in case.float_args
+        else keras.ops.convert_to_tensor(np.asarray(a))
+        for i, a in enumerate(case.args)
+    ]
 
 
 def rounded_args(case, dtype):

@@ -1,64 +1,13 @@
-"""Shared checks run for every keras_stable loss and metric.
-
-Each loss or metric is described by a `Spec`: how to build it, a tiny data
-set for a model with `outputs` units, and an edge-case grid of
-`(y_true, y_pred)` pairs whose value (and, for losses, gradient) must be
-finite. The `check_*` functions below are the harness of CONTRIBUTING.md ("Add a loss"):
-config round trip and identical behaviour after it, `.keras` save/load with
-identical values, one `fit` step with `jit_compile=True` (not on torch),
-the mixed-precision sweep, and the edge-case grid.
-"""
-
-import dataclasses
-import os
-from collections.abc import Callable
+"""The specs of every loss and metric: a tiny data set for a model with
+`outputs` units, and an edge-case grid of `(y_true, y_pred)` pairs whose
+value (and, for losses, gradient) must be finite. Every check of
+`tests/harness/losses.py` runs for each (`tests/test_harness.py`)."""
 
 import keras
 import numpy as np
 
-from tests.backend_utils import BACKEND
-from tests.backend_utils import assert_finite
-from tests.backend_utils import to_numpy
-from tests.backend_utils import vjp_all_modes
-
-JIT = BACKEND in ("tensorflow", "jax")
-POLICIES = ("mixed_float16", "mixed_bfloat16")
-
-
-@dataclasses.dataclass
-class Spec:
-    """How to exercise one loss or metric class."""
-
-    id: str
-    cls: type
-    kwargs: dict
-    outputs: int
-    make_y: Callable  # rng, n -> y (labels of a model with `outputs` units)
-    edge_cases: list  # [(y_true, y_pred)] with finite value and gradient
-    sample_weight: Callable = None  # rng, n -> sample weights, or None
-    # Metrics only: the loss a model carrying the metric trains with.
-    train_loss: Callable = None
-    # masking -> a model on (n, 4) inputs (Masking first when asked);
-    # None: a Dense head with `outputs` units.
-    model: Callable = None
-    # A loss whose value is one number per batch (its samples are compared
-    # with each other): its edge cases are run one by one, not stacked.
-    batch_level: bool = False
-    # The axis of y_pred that indexes the samples ((2, batch, dim) views: 1).
-    pred_batch_axis: int = 0
-
-    def make(self, **overrides):
-        return self.cls(**{**self.kwargs, **overrides})
-
-    def data(self, n=8, seed=0):
-        rng = np.random.default_rng(seed)
-        x = rng.normal(size=(n, 4)).astype("float32")
-        y = self.make_y(rng, n)
-        sw = None if self.sample_weight is None else self.sample_weight(rng, n)
-        return x, y, sw
-
-    def __repr__(self):
-        return self.id
+from tests.harness.common import dense_model
+from tests.harness.losses import LossSpec
 
 
 def _f32(x):
@@ -209,9 +158,7 @@ def pair_labels(rng, n):
 
 def pair_distances_model(masking):
     """A distance head (>= 0) for ContrastiveLoss."""
-    inputs = keras.Input((4,))
-    hidden = keras.layers.Masking(0.0)(inputs) if masking else inputs
-    return keras.Model(inputs, keras.layers.Dense(1, activation="softplus")(hidden))
+    return dense_model((4,), 1, masking=masking, activation="softplus")
 
 
 @keras.saving.register_keras_serializable(package="keras_stable_tests")
@@ -311,8 +258,8 @@ def _specs():
     from keras_stable import metrics
 
     loss_specs = [
-        Spec("mmtd_sample", losses.MaskedMultiTaskDistance, {}, 5, tasks_y, TASK_EDGES),
-        Spec(
+        LossSpec("mmtd_sample", losses.MaskedMultiTaskDistance, {}, 5, tasks_y, TASK_EDGES),
+        LossSpec(
             "mmtd_task_masked",
             losses.MaskedMultiTaskDistance,
             {
@@ -326,7 +273,7 @@ def _specs():
             TASK_EDGES,
             task_weights_2d,
         ),
-        Spec(
+        LossSpec(
             "softmax_ce",
             losses.StableSoftmaxCrossEntropy,
             {"label_smoothing": 0.1},
@@ -334,7 +281,7 @@ def _specs():
             onehot_y,
             SOFTMAX_EDGES,
         ),
-        Spec(
+        LossSpec(
             "softmax_ce_probs",
             losses.StableSoftmaxCrossEntropy,
             {"from_logits": False},
@@ -342,7 +289,7 @@ def _specs():
             onehot_y,
             PROB_EDGES,
         ),
-        Spec(
+        LossSpec(
             "sparse_ce",
             losses.StableSparseSoftmaxCrossEntropy,
             {"ignore_class": -1},
@@ -350,7 +297,7 @@ def _specs():
             sparse_y,
             SPARSE_EDGES,
         ),
-        Spec(
+        LossSpec(
             "sigmoid_ce",
             losses.StableSigmoidCrossEntropy,
             {"label_smoothing": 0.2},
@@ -358,7 +305,7 @@ def _specs():
             binary_y,
             SIGMOID_EDGES,
         ),
-        Spec(
+        LossSpec(
             "sigmoid_focal",
             losses.StableSigmoidFocalCrossEntropy,
             {"gamma": 0.5, "alpha": 0.25, "label_smoothing": 0.1},
@@ -366,7 +313,7 @@ def _specs():
             binary_y,
             SIGMOID_FOCAL_EDGES,
         ),
-        Spec(
+        LossSpec(
             "sigmoid_focal_probs",
             losses.StableSigmoidFocalCrossEntropy,
             {"from_logits": False},
@@ -374,7 +321,7 @@ def _specs():
             binary_y,
             BINARY_PROB_EDGES,
         ),
-        Spec(
+        LossSpec(
             "softmax_focal",
             losses.StableSoftmaxFocalCrossEntropy,
             {"gamma": 0.5, "alpha": [0.25, 0.5, 1.0], "label_smoothing": 0.1},
@@ -382,7 +329,7 @@ def _specs():
             onehot_y,
             SOFTMAX_EDGES,
         ),
-        Spec(
+        LossSpec(
             "softmax_focal_probs",
             losses.StableSoftmaxFocalCrossEntropy,
             {"from_logits": False, "alpha": 0.25},
@@ -390,9 +337,11 @@ def _specs():
             onehot_y,
             PROB_EDGES,
         ),
-        Spec("kl", losses.StableKLDivergence, {}, 3, soft_y, SOFTMAX_EDGES),
-        Spec("kl_probs", losses.StableKLDivergence, {"from_logits": False}, 3, soft_y, PROB_EDGES),
-        Spec(
+        LossSpec("kl", losses.StableKLDivergence, {}, 3, soft_y, SOFTMAX_EDGES),
+        LossSpec(
+            "kl_probs", losses.StableKLDivergence, {"from_logits": False}, 3, soft_y, PROB_EDGES
+        ),
+        LossSpec(
             "poisson_log",
             losses.StablePoisson,
             {"full": True},
@@ -401,7 +350,7 @@ def _specs():
             POISSON_LOG_EDGES,
             example_weights,
         ),
-        Spec(
+        LossSpec(
             "poisson_rate",
             losses.StablePoisson,
             {"log_input": False},
@@ -409,7 +358,7 @@ def _specs():
             counts_y,
             POISSON_RATE_EDGES,
         ),
-        Spec(
+        LossSpec(
             "gaussian_nll",
             losses.StableGaussianNLL,
             {"full": True},
@@ -418,8 +367,8 @@ def _specs():
             GAUSSIAN_EDGES,
             example_weights,
         ),
-        Spec("masked_mse", losses.MaskedMeanSquaredError, {}, 5, tasks_y, REGRESSION_EDGES),
-        Spec(
+        LossSpec("masked_mse", losses.MaskedMeanSquaredError, {}, 5, tasks_y, REGRESSION_EDGES),
+        LossSpec(
             "masked_mae",
             losses.MaskedMeanAbsoluteError,
             {"reduction": "sum"},
@@ -428,7 +377,7 @@ def _specs():
             REGRESSION_EDGES,
             example_weights,
         ),
-        Spec(
+        LossSpec(
             "masked_huber",
             losses.MaskedHuber,
             {"delta": 0.5},
@@ -437,7 +386,7 @@ def _specs():
             REGRESSION_EDGES,
             example_weights,
         ),
-        Spec(
+        LossSpec(
             "cosine",
             losses.StableCosineSimilarity,
             {"axis": -1},
@@ -446,7 +395,7 @@ def _specs():
             COSINE_EDGES,
             example_weights,
         ),
-        Spec(
+        LossSpec(
             "contrastive",
             losses.ContrastiveLoss,
             {"margin": 0.5},
@@ -456,7 +405,7 @@ def _specs():
             example_weights,
             model=pair_distances_model,
         ),
-        Spec(
+        LossSpec(
             "triplet_semihard",
             losses.TripletSemiHardLoss,
             {"margin": 0.5},
@@ -466,7 +415,7 @@ def _specs():
             example_weights,
             batch_level=True,
         ),
-        Spec(
+        LossSpec(
             "triplet_semihard_angular",
             losses.TripletSemiHardLoss,
             {"distance_metric": "angular"},
@@ -475,7 +424,7 @@ def _specs():
             TRIPLET_EDGES,
             batch_level=True,
         ),
-        Spec(
+        LossSpec(
             "triplet_hard",
             losses.TripletHardLoss,
             {"margin": 0.5, "distance_metric": "squared-L2"},
@@ -485,7 +434,7 @@ def _specs():
             example_weights,
             batch_level=True,
         ),
-        Spec(
+        LossSpec(
             "triplet_hard_soft",
             losses.TripletHardLoss,
             {"soft": True},
@@ -494,7 +443,7 @@ def _specs():
             TRIPLET_EDGES,
             batch_level=True,
         ),
-        Spec(
+        LossSpec(
             "info_nce",
             losses.InfoNCELoss,
             {"temperature": 0.05},
@@ -508,7 +457,7 @@ def _specs():
         ),
     ]
     metric_specs = [
-        Spec(
+        LossSpec(
             "m_mmtd_sample",
             metrics.MaskedMultiTaskDistance,
             {},
@@ -517,7 +466,7 @@ def _specs():
             TASK_EDGES,
             train_loss=losses.MaskedMultiTaskDistance,
         ),
-        Spec(
+        LossSpec(
             "m_mmtd_task",
             metrics.MaskedMultiTaskDistance,
             {"per": "task"},
@@ -527,7 +476,7 @@ def _specs():
             task_weights_2d,
             train_loss=losses.MaskedMultiTaskDistance,
         ),
-        Spec(
+        LossSpec(
             "m_ce",
             metrics.StableCrossEntropy,
             {"label_smoothing": 0.1},
@@ -536,7 +485,7 @@ def _specs():
             SOFTMAX_EDGES,
             train_loss=losses.StableSoftmaxCrossEntropy,
         ),
-        Spec(
+        LossSpec(
             "m_ce_probs",
             metrics.StableCrossEntropy,
             {"from_logits": False},
@@ -545,7 +494,7 @@ def _specs():
             PROB_EDGES,
             train_loss=lambda: losses.StableSoftmaxCrossEntropy(from_logits=False),
         ),
-        Spec(
+        LossSpec(
             "m_sparse_ce",
             metrics.StableSparseCrossEntropy,
             {"ignore_class": -1},
@@ -554,7 +503,7 @@ def _specs():
             SPARSE_EDGES,
             train_loss=lambda: losses.StableSparseSoftmaxCrossEntropy(ignore_class=-1),
         ),
-        Spec(
+        LossSpec(
             "m_bce",
             metrics.StableBinaryCrossEntropy,
             {"label_smoothing": 0.2},
@@ -563,7 +512,7 @@ def _specs():
             SIGMOID_EDGES,
             train_loss=losses.StableSigmoidCrossEntropy,
         ),
-        Spec(
+        LossSpec(
             "m_bce_probs",
             metrics.StableBinaryCrossEntropy,
             {"from_logits": False},
@@ -572,7 +521,7 @@ def _specs():
             BINARY_PROB_EDGES,
             train_loss=lambda: losses.StableSigmoidCrossEntropy(from_logits=False),
         ),
-        Spec(
+        LossSpec(
             "m_masked_mse",
             metrics.MaskedMeanSquaredError,
             {},
@@ -581,7 +530,7 @@ def _specs():
             REGRESSION_EDGES,
             train_loss=losses.MaskedMeanSquaredError,
         ),
-        Spec(
+        LossSpec(
             "m_masked_mae",
             metrics.MaskedMeanAbsoluteError,
             {},
@@ -591,7 +540,7 @@ def _specs():
             example_weights,
             train_loss=losses.MaskedMeanAbsoluteError,
         ),
-        Spec(
+        LossSpec(
             "m_masked_huber",
             metrics.MaskedHuber,
             {"delta": 0.5},
@@ -601,7 +550,7 @@ def _specs():
             example_weights,
             train_loss=lambda: losses.MaskedHuber(delta=0.5),
         ),
-        Spec(
+        LossSpec(
             "m_pearson_rows",
             metrics.StablePearsonCorrelation,
             {"axis": -1},
@@ -611,7 +560,7 @@ def _specs():
             example_weights,
             train_loss=keras.losses.MeanSquaredError,
         ),
-        Spec(
+        LossSpec(
             "m_pearson_columns",
             metrics.StablePearsonCorrelation,
             {"axis": 0},
@@ -621,7 +570,7 @@ def _specs():
             example_weights,
             train_loss=keras.losses.MeanSquaredError,
         ),
-        Spec(
+        LossSpec(
             "m_r2",
             metrics.StableR2Score,
             {},
@@ -631,7 +580,7 @@ def _specs():
             example_weights,
             train_loss=keras.losses.MeanSquaredError,
         ),
-        Spec(
+        LossSpec(
             "m_r2_weighted_adjusted",
             metrics.StableR2Score,
             {"class_aggregation": "variance_weighted_average", "num_regressors": 2},
@@ -646,208 +595,3 @@ def _specs():
 
 LOSS_SPECS, METRIC_SPECS = _specs()
 ALL_SPECS = LOSS_SPECS + METRIC_SPECS
-
-
-# --- helpers -------------------------------------------------------------------
-
-
-def is_metric(obj):
-    return isinstance(obj, keras.metrics.Metric)
-
-
-def tiny_model(outputs, activation=None, seed=0):
-    keras.utils.set_random_seed(seed)
-    inputs = keras.Input((4,))
-    out = keras.layers.Dense(outputs, activation=activation, name="head")(inputs)
-    return keras.Model(inputs, out)
-
-
-def spec_model(spec, masking=False):
-    """The model whose predictions the spec's class reads."""
-    keras.utils.set_random_seed(0)
-    if spec.model is not None:
-        return spec.model(masking)
-    if not masking:
-        return tiny_model(spec.outputs, _activation(spec))
-    inputs = keras.Input((4,))
-    hidden = keras.layers.Masking(0.0)(inputs)
-    out = keras.layers.Dense(spec.outputs, activation=_activation(spec))(hidden)
-    return keras.Model(inputs, out)
-
-
-def _activation(spec):
-    if spec.kwargs.get("log_input") is False:
-        return "softplus"  # Poisson rates must be >= 0
-    if spec.kwargs.get("from_logits") is not False:
-        return None
-    return (
-        "sigmoid"
-        if spec.cls.__name__.endswith(
-            ("SigmoidCrossEntropy", "BinaryCrossEntropy", "SigmoidFocalCrossEntropy")
-        )
-        else "softmax"
-    )
-
-
-def evaluate(obj, y_true, y_pred, sample_weight=None):
-    """A loss value, or a fresh metric's result after one update."""
-    if is_metric(obj):
-        obj.reset_state()
-        obj.update_state(y_true, y_pred, sample_weight=sample_weight)
-        return to_numpy(obj.result())
-    return to_numpy(obj(y_true, y_pred, sample_weight=sample_weight))
-
-
-def compile_model(spec, jit_compile=False, model=None):
-    model = model or spec_model(spec)
-    obj = spec.make()
-    if is_metric(obj):
-        # Metrics ride on the loss their spec names, so the model can train.
-        loss = spec.train_loss()
-        model.compile(
-            optimizer=keras.optimizers.SGD(0.01), loss=loss, metrics=[obj], jit_compile=jit_compile
-        )
-    else:
-        model.compile(optimizer=keras.optimizers.SGD(0.01), loss=obj, jit_compile=jit_compile)
-    return model
-
-
-# --- the checks --------------------------------------------------------------------
-
-
-def check_config_round_trip(spec):
-    """get_config holds every argument, and the copy behaves identically."""
-    obj = spec.make()
-    config = obj.get_config()
-    for key in list(spec.kwargs) + ["name", "dtype"]:
-        assert key in config, f"{key} missing from {type(obj).__name__}.get_config()"
-    if not is_metric(obj):
-        assert "reduction" in config
-    for key, value in spec.kwargs.items():
-        assert config[key] == value, (key, config[key], value)
-    copy = type(obj).from_config(config)
-    assert copy.get_config() == config
-    serialized = keras.saving.serialize_keras_object(obj)
-    assert serialized["registered_name"].startswith("keras_stable>")
-    restored = keras.saving.deserialize_keras_object(serialized)
-    assert type(restored) is type(obj)
-    x, y, sw = spec.data()
-    y_pred = spec_model(spec)(x)
-    expected = evaluate(obj, y, y_pred, sw)
-    for other in (copy, restored):
-        np.testing.assert_array_equal(evaluate(other, y, y_pred, sw), expected)
-    assert_finite(expected, spec.id)
-
-
-def check_save_load(spec, tmp_path):
-    """A compiled tiny model saved as `.keras` reloads with safe_mode=True
-    and gives identical loss and metric values."""
-    x, y, sw = spec.data()
-    model = compile_model(spec)
-    before = model.evaluate(x, y, sample_weight=sw, verbose=0, return_dict=True)
-    path = os.path.join(str(tmp_path), f"{spec.id}.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path, safe_mode=True)
-    after = loaded.evaluate(x, y, sample_weight=sw, verbose=0, return_dict=True)
-    assert set(before) == set(after), (before, after)
-    for key in before:
-        np.testing.assert_allclose(after[key], before[key], rtol=1e-6, err_msg=key)
-        assert np.isfinite(before[key]), (key, before)
-    if is_metric(spec.make()):
-        types = [type(m).__name__ for m in _flat_metrics(loaded)]
-        assert spec.cls.__name__ in types, types
-    else:
-        assert type(loaded.loss) is spec.cls
-
-
-def _flat_metrics(model):
-    out = []
-    stack = list(model.metrics)
-    while stack:
-        m = stack.pop()
-        out.append(m)
-        stack.extend(getattr(m, "metrics", []) or [])
-    return out
-
-
-def check_fit_step(spec):
-    """One fit step, jit-compiled where the backend supports it."""
-    x, y, sw = spec.data()
-    model = compile_model(spec, jit_compile=JIT)
-    history = model.fit(x, y, sample_weight=sw, batch_size=8, epochs=1, verbose=0)
-    for key, values in history.history.items():
-        assert np.all(np.isfinite(values)), (key, values)
-    for w in model.weights:
-        assert_finite(to_numpy(w.value), w.path)
-
-
-def check_precision(spec, policy):
-    """Under a mixed policy the model's predictions are half precision and
-    the loss / metric result is float32 and finite."""
-    keras.config.set_dtype_policy(policy)
-    try:
-        x, y, sw = spec.data()
-        model = spec_model(spec)
-        y_pred = model(x)
-        assert keras.backend.standardize_dtype(y_pred.dtype) == policy.split("_")[1]
-        obj = spec.make()
-        if is_metric(obj):
-            obj.update_state(y, y_pred, sample_weight=sw)
-            out = obj.result()
-        else:
-            out = obj(y, y_pred, sample_weight=sw)
-        assert keras.backend.standardize_dtype(out.dtype) == "float32", out.dtype
-        assert_finite(to_numpy(out), f"{spec.id} under {policy}")
-        reference = evaluate(spec.make(), y, to_numpy(y_pred).astype("float32"), sw)
-        np.testing.assert_allclose(to_numpy(out), reference, rtol=1e-5, atol=1e-6)
-    finally:
-        keras.config.set_dtype_policy("float32")
-
-
-def _batched_edge_cases(spec):
-    """The edge cases stacked into as few batches as their dtypes allow, so
-    each compiles once."""
-    groups = {}
-    for y_true, y_pred in spec.edge_cases:
-        key = (y_true.dtype.str, y_true.shape[1:], y_pred.shape[1:])
-        groups.setdefault(key, []).append((y_true, y_pred))
-    return [
-        (np.concatenate([t for t, _ in cases]), np.concatenate([p for _, p in cases]))
-        for cases in groups.values()
-    ]
-
-
-def check_edge_grid(spec):
-    """Every edge case gives a finite value and (losses) finite gradients,
-    eagerly and compiled, with the same numbers."""
-    obj = spec.make()
-    batched = not (is_metric(obj) or spec.batch_level)
-    cases = _batched_edge_cases(spec) if batched else spec.edge_cases
-    for y_true, y_pred in cases:
-        if is_metric(obj):
-            value = evaluate(obj, y_true, y_pred)
-            assert_finite(value, f"{spec.id} value at {y_true}, {y_pred}")
-            continue
-
-        def fn(yp, yt=y_true):
-            return obj(yt, yp)
-
-        out, (grad,) = vjp_all_modes(fn, [y_pred])
-        assert_finite(out, f"{spec.id} value at {y_true}, {y_pred}")
-        assert_finite(grad, f"{spec.id} gradient at {y_true}, {y_pred}")
-
-
-def check_keras_mask(spec):
-    """A `Masking` layer masks whole samples: the value is the value over
-    the unmasked samples alone (as `keras.losses.Loss` and Keras's metrics
-    read the mask of `y_pred`)."""
-    x, y, sw = spec.data()
-    x[::3] = 0.0  # masked samples
-    keep = ~np.all(x == 0, axis=1)
-    y_pred = spec_model(spec, masking=True)(x)
-    value = evaluate(spec.make(), y, y_pred, sw)
-    kept = np.compress(keep, to_numpy(y_pred), axis=spec.pred_batch_axis)
-    kept_pred = keras.ops.convert_to_tensor(kept, "float32")
-    expected = evaluate(spec.make(), y[keep], kept_pred, None if sw is None else sw[keep])
-    np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
-    assert_finite(value, spec.id)
