@@ -9,6 +9,7 @@ or metrics.
 from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
+from keras_stable.ops.ctc import ctc_loss
 from keras_stable.ops.distance import masked_task_distance
 from keras_stable.ops.divergence import kl_divergence
 from keras_stable.ops.division import safe_divide
@@ -25,6 +26,8 @@ from keras_stable.ops.norms import cosine_similarity
 from keras_stable.ops.norms import l2_normalize
 from keras_stable.ops.norms import safe_norm
 from keras_stable.ops.norms import safe_sqrt
+from keras_stable.ops.overlap import dice_loss
+from keras_stable.ops.overlap import tversky_loss
 from keras_stable.ops.regression import gaussian_nll
 from keras_stable.ops.regression import masked_absolute_error
 from keras_stable.ops.regression import masked_huber
@@ -37,6 +40,8 @@ from keras_stable.ops.softmax import softmax
 __all__ = [
     "contrastive_loss",
     "cosine_similarity",
+    "ctc_loss",
+    "dice_loss",
     "gaussian_nll",
     "info_nce_loss",
     "kl_divergence",
@@ -62,4 +67,5 @@ __all__ = [
     "sparse_softmax_cross_entropy",
     "triplet_hard_loss",
     "triplet_semihard_loss",
+    "tversky_loss",
 ]
