@@ -38,6 +38,9 @@ PUBLIC_OPS = [
     "sigmoid_focal_cross_entropy",
     "softmax_focal_cross_entropy",
     "linear_softmax_cross_entropy",
+    "ctc_loss",
+    "dice_loss",
+    "tversky_loss",
 ]
 
 
