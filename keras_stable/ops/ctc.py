@@ -14,15 +14,8 @@ from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
-
-# The log-probability of an unreachable state. Finite, so that the
-# three-way logsumexp of unreachable states stays finite in value and
-# gradient (no `-inf - (-inf)`); so far below any reachable log-probability
-# (at most T * log(C) + T * 2e3 in magnitude for logits of 1e3) that its
-# exponential relative to a reachable state is exactly 0, and adding a
-# frame's log-probability to it leaves it unchanged (the float32 spacing at
-# 1e30 is 7.6e22).
-_UNREACHABLE = -1e30
+from keras_stable.ops._ctc_kernels import UNREACHABLE
+from keras_stable.ops._ctc_kernels import ctc_log_likelihood
 
 
 def _is_host(x):
@@ -86,14 +79,6 @@ def check_mask_index(mask_index, num_classes):
     return int(mask_index)
 
 
-def _logsumexp3(a, b, c):
-    """`log(exp(a) + exp(b) + exp(c))` for finite inputs (unreachable states
-    are finite): the maximum is one of the terms, so the sum lies in
-    `[1, 3]` and neither it nor its gradient can overflow."""
-    m = ops.maximum(ops.maximum(a, b), c)
-    return m + ops.log(ops.exp(a - m) + ops.exp(b - m) + ops.exp(c - m))
-
-
 def ctc_loss_over_frames(target, logits, target_length, frames, mask_index, zero_infinity):
     """The CTC loss of each sample over the frames `frames` marks.
 
@@ -108,7 +93,7 @@ def ctc_loss_over_frames(target, logits, target_length, frames, mask_index, zero
     if batch is None:
         batch = ops.shape(target)[0]
     states = 2 * max_label + 1
-    unreachable = ops.cast(_UNREACHABLE, dtype)
+    unreachable = ops.cast(UNREACHABLE, dtype)
 
     # An infinite logit would make a log-probability -inf and the
     # recursion -inf - (-inf); a class that can never be emitted is read as
@@ -136,34 +121,7 @@ def ctc_loss_over_frames(target, logits, target_length, frames, mask_index, zero
         skip = no[:, :states]
     skip_bias = ops.where(skip, ops.zeros((), dtype), unreachable)
 
-    # Before the first frame the path stands on the leading blank with
-    # probability 1; the first frame then reaches state 0 or 1 through the
-    # ordinary transitions, and a sample without frames keeps this state.
-    start = ops.concatenate(
-        [ops.zeros((batch, 1), dtype), ops.full((batch, states - 1), _UNREACHABLE, dtype)],
-        axis=1,
-    )
-    pad1 = ops.full((batch, 1), _UNREACHABLE, dtype)
-    pad2 = ops.full((batch, 2), _UNREACHABLE, dtype)
-
-    def step(alpha, inputs):
-        emission, frame = inputs
-        from_prev = ops.concatenate([pad1, alpha[:, :-1]], axis=1)
-        from_skip = ops.concatenate([pad2, alpha[:, :-2]], axis=1)[:, :states] + skip_bias
-        new = _logsumexp3(alpha, from_prev, from_skip) + emission
-        return ops.where(frame, new, alpha), None
-
-    xs = (ops.transpose(emissions, (1, 0, 2)), ops.expand_dims(ops.transpose(frames), -1))
-    alpha, _ = ops.scan(step, start, xs)
-
-    # The paths end on the last label or the blank after it.
-    target_length = ops.cast(target_length, "int32")
-    last = ops.expand_dims(2 * target_length, 1)
-    before = ops.expand_dims(ops.maximum(2 * target_length - 1, 0), 1)
-    end_blank = ops.squeeze(ops.take_along_axis(alpha, last, axis=1), 1)
-    end_label = ops.squeeze(ops.take_along_axis(alpha, before, axis=1), 1)
-    end_label = ops.where(ops.greater(target_length, 0), end_label, unreachable)
-    log_likelihood = ops.logaddexp(end_blank, end_label)
+    log_likelihood = ctc_log_likelihood(emissions, frames, skip_bias, target_length)
     # Rounding can put a near-certain alignment a few ulp above log(1).
     loss = ops.where(ops.less(log_likelihood, 0), -log_likelihood, ops.zeros_like(log_likelihood))
 
@@ -180,7 +138,7 @@ def ctc_loss_over_frames(target, logits, target_length, frames, mask_index, zero
 
 
 def ctc_loss(target, output, target_length, output_length, mask_index=0, *, zero_infinity=True):
-    """CTC loss of logits, exact in log space, never NaN.
+    """CTC loss of logits, exact in log space, never negative, never NaN.
 
     The signature of `keras.ops.ctc_loss`, plus `zero_infinity`. The loss of
     a sample is `-log p(target | output)`, the probability summed over every
@@ -211,7 +169,11 @@ def ctc_loss(target, output, target_length, output_length, mask_index=0, *, zero
         gradients are exact for logits of any finite magnitude (float32 to
         1e-5 relative against a float64 reference at logits of 1e3, where
         TF's native kernel is 32% off); float16/bfloat16 logits are
-        computed in float32. A sample is infeasible when `target_length`
+        computed in float32. The gradient is the backward recursion
+        (the posterior of each state at each frame, minus the softmax),
+        written by hand: it keeps the forward variables only, and its loops
+        compile under XLA on TF and JAX (not JAX's forward-mode
+        differentiation). A sample is infeasible when `target_length`
         plus the number of equal adjacent labels exceeds `output_length`
         (`[1, 1]` needs three frames): its loss is 0 or `+inf` and its
         gradient exactly 0, where Keras gives a finite loss with a
