@@ -127,10 +127,11 @@ def ctc_loss_over_frames(target, logits, target_length, frames, mask_index, zero
 
     # Feasible iff the frames cover the labels plus one blank between each
     # pair of equal neighbours.
-    in_label = ops.less(ops.arange(1, max_label), ops.expand_dims(target_length, 1))
-    repeats = ops.sum(
-        ops.cast(ops.logical_and(ops.logical_not(different), in_label), "int32"), axis=1
-    )
+    repeats = ops.zeros_like(target_length)
+    if max_label > 1:
+        in_label = ops.less(ops.arange(1, max_label), ops.expand_dims(target_length, 1))
+        repeated = ops.logical_and(ops.logical_not(different), in_label)
+        repeats = ops.sum(ops.cast(repeated, "int32"), axis=1)
     n_frames = ops.sum(ops.cast(frames, "int32"), axis=1)
     feasible = ops.less_equal(target_length + repeats, n_frames)
     infeasible_value = 0.0 if zero_infinity else float("inf")

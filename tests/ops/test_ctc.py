@@ -124,7 +124,8 @@ def test_infeasible_samples_leave_the_others_unchanged():
     for b in (0, 1, 3):
         one = slice(b, b + 1)
         _, (alone,) = vjp(_fn(target[one], tl[one], ol[one]), [logits[one]])
-        np.testing.assert_array_equal(grad[one], alone)
+        # Equal up to the rounding of a differently vectorized batch.
+        assert_close(grad[one], alone, "float32", f"sample {b}", tol=(1e-6, 1e-7))
 
 
 FEASIBILITY = [
