@@ -39,7 +39,10 @@ PUBLIC_OPS = [
     "sigmoid_focal_cross_entropy",
     "softmax_focal_cross_entropy",
     "linear_softmax_cross_entropy",
+    "ctc_loss",
+    "dice_loss",
     "dot_product_attention",
+    "tversky_loss",
 ]
 
 

@@ -564,6 +564,75 @@ def plot_attention():
     left.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(IMG / "attention.png", dpi=100)
+
+
+def _ctc_reference(labels, logits):
+    """-log p(labels | logits) in float64, the textbook forward recursion."""
+    logp = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+    ext = [0]
+    for label in labels:
+        ext += [label, 0]
+    alpha = np.full(len(ext), -np.inf)
+    alpha[0], alpha[1] = logp[0, ext[0]], logp[0, ext[1]]
+    for t in range(1, len(logits)):
+        prev = alpha.copy()
+        for s in range(len(ext)):
+            terms = [prev[s]] + ([prev[s - 1]] if s else [])
+            if s >= 2 and ext[s] != 0 and ext[s] != ext[s - 2]:
+                terms.append(prev[s - 2])
+            alpha[s] = np.logaddexp.reduce(terms) + logp[t, ext[s]]
+    return -np.logaddexp(alpha[-1], alpha[-2])
+
+
+def plot_sequences():
+    """CTC at large logits, and a label that cannot fit its frames."""
+    rng = np.random.default_rng(1)
+    base = rng.uniform(-1, 1, size=(2, 12, 6))[:1]
+    labels = np.array([[1, 2, 3, 4]], "int32")
+    n_label, n_frames = np.array([4], "int32"), np.array([12], "int32")
+    scales = np.geomspace(1, 1000, 31)
+    errors = {"keras.ops.ctc_loss": [], "keras_stable.ops.ctc_loss": []}
+    for scale in scales:
+        logits = (scale * base).astype("float32")
+        exact = _ctc_reference(labels[0], logits[0].astype("float64"))
+        for name, fn in (
+            ("keras.ops.ctc_loss", keras.ops.ctc_loss),
+            ("keras_stable.ops.ctc_loss", keras_stable.ops.ctc_loss),
+        ):
+            value = float(np.asarray(fn(labels, logits, n_label, n_frames))[0])
+            errors[name].append(max(abs(value - exact) / exact, 1e-9))
+    for name, errs in errors.items():
+        print(f"CTC at logits of 1e3, {name}: relative error {errs[-1]:.3g}")
+    frames = np.arange(1, 7)
+    repeat = np.array([[1, 1]], "int32")
+    keras_loss, stable_loss, stable_grad = [], [], []
+    for t in frames:
+        logits = rng.normal(size=(1, int(t), 3)).astype("float32")
+        lengths = (np.array([2], "int32"), np.array([t], "int32"))
+        keras_loss.append(float(np.asarray(keras.ops.ctc_loss(repeat, logits, *lengths))[0]))
+        value, grad = value_and_grad(
+            lambda x: keras_stable.ops.ctc_loss(repeat, x, *lengths), logits
+        )
+        stable_loss.append(float(value[0]))
+        stable_grad.append(float(np.max(np.abs(grad))))
+    print(f"CTC of [1, 1] in 2 frames: keras {keras_loss[1]:.4g}, keras_stable {stable_loss[1]}")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    left.loglog(scales, errors["keras.ops.ctc_loss"], label="keras.ops.ctc_loss", **PLAIN)
+    left.loglog(scales, errors["keras_stable.ops.ctc_loss"], label="keras_stable", **STABLE)
+    left.set(
+        title="CTC, relative error against float64 (float32 logits)",
+        xlabel="logit scale",
+        ylabel="relative error",
+    )
+    right.plot(frames, keras_loss, "o-", label="keras.ops.ctc_loss", **PLAIN)
+    right.plot(frames, stable_loss, "o-", label="keras_stable (zero_infinity)", **STABLE)
+    right.axvspan(0.5, 2.5, color=GREY, alpha=0.15)
+    right.annotate("infeasible: loss +inf", (1.0, max(keras_loss) * 0.5), color=GREY)
+    right.set(title="CTC of the label [1, 1]", xlabel="frames", ylabel="loss")
+    left.legend(fontsize=8)
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(IMG / "sequences.png", dpi=100)
     plt.close(fig)
 
 
@@ -580,6 +649,7 @@ def main():
     plot_saturated_probabilities()
     plot_distances()
     plot_attention()
+    plot_sequences()
     plot_demo()
     print(f"figures written to {IMG}")
 

@@ -12,6 +12,8 @@ from keras_stable.losses.masked_mean_absolute_error import MaskedMeanAbsoluteErr
 from keras_stable.losses.masked_mean_squared_error import MaskedMeanSquaredError
 from keras_stable.losses.masked_multi_task_distance import MaskedMultiTaskDistance
 from keras_stable.losses.stable_cosine_similarity import StableCosineSimilarity
+from keras_stable.losses.stable_ctc import StableCTC
+from keras_stable.losses.stable_dice import StableDice
 from keras_stable.losses.stable_gaussian_nll import StableGaussianNLL
 from keras_stable.losses.stable_kl_divergence import StableKLDivergence
 from keras_stable.losses.stable_poisson import StablePoisson
@@ -20,6 +22,7 @@ from keras_stable.losses.stable_sigmoid_focal_cross_entropy import StableSigmoid
 from keras_stable.losses.stable_softmax_cross_entropy import StableSoftmaxCrossEntropy
 from keras_stable.losses.stable_softmax_focal_cross_entropy import StableSoftmaxFocalCrossEntropy
 from keras_stable.losses.stable_sparse_softmax_cross_entropy import StableSparseSoftmaxCrossEntropy
+from keras_stable.losses.stable_tversky import StableTversky
 from keras_stable.losses.triplet_hard_loss import TripletHardLoss
 from keras_stable.losses.triplet_semi_hard_loss import TripletSemiHardLoss
 
@@ -31,6 +34,8 @@ __all__ = [
     "MaskedMeanSquaredError",
     "MaskedMultiTaskDistance",
     "StableCosineSimilarity",
+    "StableCTC",
+    "StableDice",
     "StableGaussianNLL",
     "StableKLDivergence",
     "StablePoisson",
@@ -39,6 +44,7 @@ __all__ = [
     "StableSoftmaxCrossEntropy",
     "StableSoftmaxFocalCrossEntropy",
     "StableSparseSoftmaxCrossEntropy",
+    "StableTversky",
     "TripletHardLoss",
     "TripletSemiHardLoss",
 ]

@@ -23,6 +23,7 @@ from keras_stable.ops.contrastive import info_nce_loss
 from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
+from keras_stable.ops.ctc import ctc_loss
 from keras_stable.ops.distance import masked_task_distance
 from keras_stable.ops.divergence import kl_divergence
 from keras_stable.ops.division import safe_divide
@@ -35,6 +36,8 @@ from keras_stable.ops.norms import cosine_similarity
 from keras_stable.ops.norms import l2_normalize
 from keras_stable.ops.norms import safe_norm
 from keras_stable.ops.norms import safe_sqrt
+from keras_stable.ops.overlap import dice_loss
+from keras_stable.ops.overlap import tversky_loss
 from keras_stable.ops.regression import gaussian_nll
 from keras_stable.ops.regression import masked_absolute_error
 from keras_stable.ops.regression import masked_huber
@@ -49,6 +52,8 @@ from keras_stable.ops.triplet import triplet_semihard_loss
 __all__ = [
     "contrastive_loss",
     "cosine_similarity",
+    "ctc_loss",
+    "dice_loss",
     "dot_product_attention",
     "gaussian_nll",
     "info_nce_loss",
@@ -75,4 +80,5 @@ __all__ = [
     "sparse_softmax_cross_entropy",
     "triplet_hard_loss",
     "triplet_semihard_loss",
+    "tversky_loss",
 ]

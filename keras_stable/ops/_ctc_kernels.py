@@ -1,0 +1,141 @@
+"""The CTC forward-backward (alpha-beta) recursion with a hand-written gradient.
+
+Private to `keras_stable.ops`. Autodiff through a loop over time stores
+every intermediate of every step (the exponentials of the three-way
+logsumexp, the masks) and, on TensorFlow, cannot compile under XLA
+(`tf.while_loop` without a fixed trip count keeps unbounded gradient
+accumulators). Here the forward pass keeps only the forward variables
+`alpha_t` (T, B, S), and the backward pass is the backward recursion
+(Graves et al., 2006): the derivative of the log-likelihood with respect to
+the log-emission of state `s` at frame `t` is the posterior probability of
+being in `s` at `t`, `exp(alpha_t(s) + gamma_t(s) - log p)`, where
+`gamma_t(s)` is the log-probability of the frames after `t` from `s`. Both
+loops run forward only, so they compile on every backend.
+
+Every state holds a finite log-probability: an unreachable one holds
+`UNREACHABLE` (-1e30), never `-inf`, so no `-inf - (-inf)` arises.
+"""
+
+from keras import ops
+
+from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import static_shape
+
+UNREACHABLE = -1e30
+
+
+def _logsumexp3(a, b, c):
+    """`log(exp(a) + exp(b) + exp(c))` of finite inputs: the maximum is one
+    of the terms, so the sum lies in `[1, 3]`."""
+    m = ops.maximum(ops.maximum(a, b), c)
+    return m + ops.log(ops.exp(a - m) + ops.exp(b - m) + ops.exp(c - m))
+
+
+def _shift_right(x, k):
+    """`x[:, s - k]` (UNREACHABLE for `s < k`), static shapes."""
+    states = static_shape(x)[1]
+    pad = ops.full((ops.shape(x)[0], k), UNREACHABLE, dtype_of(x))
+    return ops.concatenate([pad, x[:, : max(states - k, 0)]], axis=1)[:, :states]
+
+
+def _shift_left(x, k):
+    """`x[:, s + k]` (UNREACHABLE for `s + k >= S`), static shapes."""
+    states = static_shape(x)[1]
+    pad = ops.full((ops.shape(x)[0], k), UNREACHABLE, dtype_of(x))
+    return ops.concatenate([x[:, k:], pad], axis=1)[:, -states:]
+
+
+def _forward(emissions, frames, skip_bias):
+    """The forward variables `alpha_t` after each frame, `(T, B, S)`.
+
+    Before the first frame the path stands on the leading blank with
+    probability 1; a frame that is not input (`frames` False) leaves the
+    variables unchanged, so the readout after the last frame is the
+    readout after the last input frame.
+    """
+    batch, states = ops.shape(skip_bias)[0], static_shape(skip_bias)[1]
+    dtype = dtype_of(emissions)
+    start = ops.concatenate(
+        [ops.zeros((batch, 1), dtype), ops.full((batch, states - 1), UNREACHABLE, dtype)],
+        axis=1,
+    )
+
+    def step(alpha, inputs):
+        emission, frame = inputs
+        new = _logsumexp3(alpha, _shift_right(alpha, 1), _shift_right(alpha, 2) + skip_bias)
+        alpha = ops.where(frame, new + emission, alpha)
+        return alpha, alpha
+
+    xs = (ops.transpose(emissions, (1, 0, 2)), ops.expand_dims(ops.transpose(frames), -1))
+    _, alphas = ops.scan(step, start, xs)
+    return alphas
+
+
+def _final_states(target_length, states, dtype):
+    """0 on the last label and the blank after it, UNREACHABLE elsewhere."""
+    index = ops.expand_dims(ops.arange(states, dtype="int32"), 0)
+    last = ops.expand_dims(2 * target_length, 1)
+    final = ops.logical_or(
+        ops.equal(index, last),
+        ops.logical_and(ops.equal(index, last - 1), ops.greater(last, 0)),
+    )
+    return ops.where(final, ops.zeros((), dtype), ops.cast(UNREACHABLE, dtype))
+
+
+def _posteriors(alphas, emissions, frames, skip_bias, final, log_likelihood):
+    """`exp(alpha_t(s) + gamma_t(s) - log p)` for each frame, `(B, T, S)`."""
+    skip_next = _shift_left(skip_bias, 2)  # may state s jump to s + 2
+    offset = ops.expand_dims(log_likelihood, 1)
+
+    def step(gamma, inputs):
+        alpha, emission, frame = inputs
+        # Rounding may put the exponent a few ulp above 0; capping it keeps
+        # the posterior a probability.
+        posterior = ops.exp(ops.minimum(alpha + gamma - offset, 0.0))
+        posterior = ops.where(frame, posterior, ops.zeros_like(posterior))
+        ahead = gamma + emission
+        new = _logsumexp3(ahead, _shift_left(ahead, 1), _shift_left(ahead, 2) + skip_next)
+        return ops.where(frame, new, gamma), posterior
+
+    xs = (
+        alphas,
+        ops.transpose(emissions, (1, 0, 2)),
+        ops.expand_dims(ops.transpose(frames), -1),
+    )
+    _, posteriors = ops.scan(step, final, xs, reverse=True)
+    return ops.transpose(posteriors, (1, 0, 2))
+
+
+def ctc_log_likelihood(emissions, frames, skip_bias, target_length):
+    """`log p(label | frames)` per sample from the log-emissions of the
+    extended label, `(B, T, S)`; differentiable in `emissions` only.
+
+    Args:
+        emissions: log-probability of state `s`'s class at frame `t`
+            (float32 or float64, finite: UNREACHABLE at the lowest).
+        frames: boolean `(B, T)`, the frames that are input.
+        skip_bias: `(B, S)`, 0 where state `s` may be entered from `s - 2`
+            (a label different from the previous one), UNREACHABLE elsewhere.
+        target_length: int32 `(B,)`.
+
+    Returns:
+        `(B,)` log-likelihoods: finite; about UNREACHABLE for a sample
+        without an alignment (the caller decides from the lengths).
+    """
+    states = static_shape(skip_bias)[1]
+
+    @ops.custom_gradient
+    def log_likelihood(emissions):
+        alphas = _forward(emissions, frames, skip_bias)
+        final = _final_states(target_length, states, dtype_of(emissions))
+        value = ops.logsumexp(alphas[-1] + final, axis=1)
+
+        def grad(*args, upstream=None):
+            # TF and JAX call grad(upstream); torch grad(*inputs, upstream=).
+            upstream = args[0] if upstream is None else upstream
+            posteriors = _posteriors(alphas, emissions, frames, skip_bias, final, value)
+            return posteriors * ops.reshape(upstream, (-1, 1, 1))
+
+        return value, grad
+
+    return log_likelihood(emissions)

@@ -1,0 +1,131 @@
+"""Overlap losses of segmentation: Dice and Tversky, an empty mask scored right.
+
+Both are ratios of soft counts over `axis`; where the denominator is 0 (an
+empty target predicted empty, the common "no lesion" image) the ratio is a
+perfect match and the loss 0 with a zero gradient, where Keras's `+ 1e-7`
+in the denominator makes it 1, the worst score.
+"""
+
+import numbers
+
+from keras import ops
+
+from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_same_shape
+from keras_stable.common.dtypes import compute_dtype_of
+from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import result_float_dtype
+from keras_stable.common.dtypes import static_shape
+
+
+def check_weight(value, name):
+    """A Tversky weight: a finite real number >= 0 -> float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(
+            f"`{name}` must be a finite number >= 0, got {value!r} of type {type(value).__name__}."
+        )
+    value = float(value)
+    if not 0.0 <= value < float("inf"):
+        raise ValueError(f"`{name}` must be a finite number >= 0, got {name}={value}.")
+    return value
+
+
+def _prepare(y_true, y_pred, axis):
+    y_true = ops.convert_to_tensor(y_true)
+    y_pred = ops.convert_to_tensor(y_pred)
+    check_same_shape(y_true, y_pred, "y_true", "y_pred")
+    axis = check_axis(axis, len(static_shape(y_pred)), multiple=True)
+    out_dtype = result_float_dtype(dtype_of(y_pred))
+    compute = compute_dtype_of(dtype_of(y_pred))
+    return ops.cast(y_true, compute), ops.cast(y_pred, compute), axis, out_dtype
+
+
+def _one_minus_ratio(numerator, denominator):
+    """`1 - numerator / denominator`, 0 with zero gradients where the
+    denominator is 0 (double where: no `0 / 0` in the value or gradient)."""
+    nonzero = ops.not_equal(denominator, 0)
+    ratio = numerator / ops.where(nonzero, denominator, ops.ones_like(denominator))
+    return ops.where(nonzero, 1.0 - ratio, ops.zeros_like(ratio))
+
+
+def dice_loss(y_true, y_pred, axis=None):
+    """Dice loss `1 - 2 sum(y_true y_pred) / (sum(y_true) + sum(y_pred))`.
+
+    The formula of `keras.losses.dice`, without its `1e-7`.
+
+    Args:
+        y_true: target masks in `[0, 1]` (cast to the dtype of `y_pred`).
+        y_pred: predicted probabilities in `[0, 1]`, the shape of `y_true`.
+        axis: the axes summed over: an int, a tuple of ints, or None (all
+            axes, one number for the batch, as in Keras). `(1, 2, 3)` on
+            `(batch, height, width, channels)` gives one loss per image.
+
+    Returns:
+        The loss over the remaining axes, in the float dtype of `y_pred`
+        (float32 for integers).
+
+    Numerical stability:
+        An empty target with an empty prediction (both sums 0) is a perfect
+        match: loss 0 and a zero gradient (the double-where pattern), where
+        Keras returns 1. Everywhere else the value and gradient are the
+        exact ratio's, finite on all of `[0, 1]` (the denominator is then
+        positive). float16/bfloat16 are computed in float32.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> empty = np.zeros((1, 4), "float32")
+    >>> float(ops.dice_loss(empty, empty, axis=1)[0])  # keras.losses.dice: 1.0
+    0.0
+    """
+    y_true, y_pred, axis, out_dtype = _prepare(y_true, y_pred, axis)
+    overlap = ops.sum(y_true * y_pred, axis=axis)
+    total = ops.sum(y_true, axis=axis) + ops.sum(y_pred, axis=axis)
+    return ops.cast(_one_minus_ratio(2.0 * overlap, total), out_dtype)
+
+
+def tversky_loss(y_true, y_pred, alpha=0.5, beta=0.5, axis=None):
+    """Tversky loss `1 - TP / (TP + alpha FP + beta FN)` (Salehi et al.).
+
+    With soft counts `TP = sum(y_true y_pred)`, `FP = sum((1 - y_true)
+    y_pred)` (predicted, not in the target) and `FN = sum(y_true (1 -
+    y_pred))` (in the target, missed). `alpha = beta = 0.5` is the Dice
+    loss; a larger `beta` penalizes missed foreground more (recall).
+
+    Args:
+        y_true: target masks in `[0, 1]` (cast to the dtype of `y_pred`).
+        y_pred: predicted probabilities in `[0, 1]`, the shape of `y_true`.
+        alpha: weight of the false positives, a number >= 0.
+        beta: weight of the false negatives, a number >= 0.
+        axis: the axes summed over (None: all), as in `dice_loss`.
+
+    Returns:
+        The loss over the remaining axes, in the float dtype of `y_pred`
+        (float32 for integers).
+
+    Numerical stability:
+        Where the denominator is 0 (an empty target predicted empty, or
+        only counts whose weight is 0) the loss is 0 with a zero gradient,
+        where Keras returns 1; elsewhere the exact ratio, finite on all of
+        `[0, 1]`. Keras 3.15.1's `tversky` weights the false negatives by
+        `alpha` and the false positives by `beta`: `tversky_loss(t, p,
+        alpha=a, beta=b)` equals its `tversky(t, p, alpha=b, beta=a)` up
+        to its `1e-7`. float16/bfloat16 are computed in float32.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_stable import ops
+    >>> y_true = np.array([[1.0, 1.0, 0.0, 0.0]], "float32")
+    >>> y_pred = np.array([[1.0, 0.0, 1.0, 1.0]], "float32")  # TP 1, FP 2, FN 1
+    >>> round(float(ops.tversky_loss(y_true, y_pred, alpha=0.25, beta=1.0, axis=1)[0]), 5)
+    0.6
+    """
+    alpha = check_weight(alpha, "alpha")
+    beta = check_weight(beta, "beta")
+    y_true, y_pred, axis, out_dtype = _prepare(y_true, y_pred, axis)
+    tp = ops.sum(y_true * y_pred, axis=axis)
+    fp = ops.sum((1.0 - y_true) * y_pred, axis=axis)
+    fn = ops.sum(y_true * (1.0 - y_pred), axis=axis)
+    return ops.cast(_one_minus_ratio(tp, tp + alpha * fp + beta * fn), out_dtype)

@@ -1,0 +1,188 @@
+"""`keras_stable.losses.StableCTC`: Keras's CTC where Keras is right, the
+Keras mask of `y_pred` as the input lengths, infeasible samples as 0."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_stable
+from tests import loss_harness as harness
+from tests import reference_sequences as ref
+from tests.backend_utils import BACKEND
+from tests.backend_utils import assert_close
+from tests.backend_utils import to_numpy
+from tests.backend_utils import vjp_all_modes
+
+TIME, CLASSES, MAX_LABEL = 6, 4, 3
+
+
+def _labels(rng, n):
+    y = rng.integers(1, CLASSES, size=(n, MAX_LABEL)).astype("int32")
+    lengths = rng.integers(0, MAX_LABEL + 1, size=n)
+    y[np.arange(MAX_LABEL)[None, :] >= lengths[:, None]] = 0
+    y[0] = [1, 1, 1]  # 3 labels with 2 repeats: 5 frames, feasible in 6
+    return y
+
+
+def _model(masking):
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(TIME * CLASSES, name="head")(inputs)
+    return keras.Model(inputs, keras.layers.Reshape((TIME, CLASSES))(hidden))
+
+
+def _edge_cases():
+    rng = np.random.default_rng(0)
+    big = np.where(rng.normal(size=(1, TIME, CLASSES)) > 0, 1e3, -1e3).astype("float32")
+    infeasible = np.array([[2, 2, 2]], "int32")
+    return [
+        (np.array([[1, 2, 3]], "int32"), big),
+        (np.array([[0, 0, 0]], "int32"), np.zeros((1, TIME, CLASSES), "float32")),
+        (infeasible, np.zeros((1, TIME, CLASSES), "float32")),  # 3 + 2 repeats <= 6: feasible
+        (np.array([[3, 3, 3]], "int32"), -big),
+    ]
+
+
+SPEC = harness.Spec(
+    "stable_ctc",
+    keras_stable.losses.StableCTC,
+    {"zero_infinity": True},
+    TIME * CLASSES,
+    _labels,
+    _edge_cases(),
+    sample_weight=harness.example_weights,
+    model=_model,
+)
+
+
+def _reference(y_true, logits, frames=None, zero_infinity=True):
+    y_true = np.asarray(y_true)
+    lengths = np.sum(y_true != 0, axis=1)
+    frames = np.full(len(y_true), logits.shape[1]) if frames is None else frames
+    return ref.ctc_loss(y_true, logits, lengths, frames, 0, zero_infinity)
+
+
+def test_config_round_trip():
+    harness.check_config_round_trip(SPEC)
+
+
+def test_save_load(tmp_path):
+    harness.check_save_load(SPEC, tmp_path)
+
+
+def test_fit_step():
+    harness.check_fit_step(SPEC)
+
+
+@pytest.mark.parametrize("policy", harness.POLICIES)
+def test_precision(policy):
+    harness.check_precision(SPEC, policy)
+
+
+def test_edge_grid():
+    harness.check_edge_grid(SPEC)
+
+
+def _batch(seed=0):
+    rng = np.random.default_rng(seed)
+    logits = (2.0 * rng.normal(size=(5, TIME, CLASSES))).astype("float32")
+    y_true = np.array([[1, 2, 0], [2, 2, 2], [0, 0, 0], [3, 1, 3], [1, 1, 0]], "int32")
+    return y_true, logits
+
+
+def test_values_gradients_and_reductions():
+    y_true, logits = _batch()
+    weights = np.array([1.0, 0.5, 2.0, 0.0, 3.0], "float32")
+    expected, expected_grad = _reference(y_true, logits)
+    for reduction, total in [
+        ("none", expected),
+        ("sum", np.sum(expected)),
+        ("sum_over_batch_size", np.mean(expected)),
+    ]:
+        loss = keras_stable.losses.StableCTC(reduction=reduction)
+        out, (grad,) = vjp_all_modes(lambda yp, loss=loss: loss(y_true, yp), [logits])
+        assert_close(out, total, "float32", reduction)
+        if reduction == "sum":
+            assert_close(grad, expected_grad, "float32", "gradient")
+    weighted = keras_stable.losses.StableCTC()(y_true, logits, sample_weight=weights)
+    assert_close(to_numpy(weighted), np.sum(weights * expected) / 5, "float32")
+
+
+def test_infeasible_sample_counts_as_zero_in_the_batch_mean():
+    y_true, logits = _batch(1)
+    short = logits[:, :3]  # [2, 2, 2] needs 5 frames; [3, 1, 3], [1, 1] fit in 3
+    expected, _ = _reference(y_true, short)
+    feasible = ref.ctc_feasible(y_true, np.sum(y_true != 0, axis=1), [3] * 5)
+    assert feasible.tolist() == [True, False, True, True, True]
+    out, (grad,) = vjp_all_modes(lambda yp: keras_stable.losses.StableCTC()(y_true, yp), [short])
+    assert_close(out, np.sum(expected) / 5, "float32")
+    assert np.all(grad[~feasible] == 0.0)
+    assert np.all(np.isfinite(grad))
+    inf_loss = keras_stable.losses.StableCTC(zero_infinity=False, reduction="none")
+    values = to_numpy(inf_loss(y_true, short))
+    assert np.all(np.isinf(values[~feasible])) and np.all(np.isfinite(values[feasible]))
+
+
+def test_keras_parity_on_feasible_labels():
+    y_true, logits = _batch(2)
+    keep = ref.ctc_feasible(y_true, np.sum(y_true != 0, axis=1), [TIME] * 5)
+    ours = keras_stable.losses.StableCTC(reduction="none")(y_true[keep], logits[keep])
+    theirs = keras.losses.CTC(reduction="none")(y_true[keep], logits[keep])
+    assert_close(to_numpy(ours), to_numpy(theirs), "float32", tol=(1e-5, 1e-5))
+
+
+def _sequence_model():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((TIME, 2))
+    hidden = keras.layers.Masking(0.0)(inputs)
+    return keras.Model(inputs, keras.layers.Dense(CLASSES)(hidden))
+
+
+def test_keras_mask_gives_the_input_lengths():
+    y_true, _ = _batch(3)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(5, TIME, 2)).astype("float32")
+    frames = np.array([6, 4, 0, 5, 3])
+    x[np.arange(TIME)[None, :] >= frames[:, None]] = 0.0  # padded frames
+    x[0, 2] = 0.0  # a masked frame inside the sequence is skipped too
+    model = _sequence_model()
+    loss = keras_stable.losses.StableCTC(reduction="none")
+    values = to_numpy(loss(y_true, model(x)))
+    logits = to_numpy(model(x))
+    kept = [np.delete(logits[0], 2, axis=0)] + [logits[b] for b in range(1, 5)]
+    expected = [
+        _reference(y_true[b : b + 1], kept[b][None], [len(kept[b]) if b == 0 else frames[b]])[0][0]
+        for b in range(5)
+    ]
+    assert_close(values, expected, "float32")
+    assert values[2] == 0.0  # an empty label over no frames
+
+
+def test_fit_with_masked_frames_and_infeasible_labels():
+    y_true, _ = _batch(4)
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(5, TIME, 2)).astype("float32")
+    x[:, 3:] = 0.0  # 3 frames: [2, 2, 2] cannot fit
+    model = _sequence_model()
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.1),
+        loss=keras_stable.losses.StableCTC(),
+        jit_compile=BACKEND in ("tensorflow", "jax"),
+    )
+    history = model.fit(x, y_true, batch_size=5, epochs=3, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    assert history.history["loss"][-1] < history.history["loss"][0]
+
+
+@pytest.mark.parametrize(
+    "y_true, y_pred, message",
+    [
+        (np.zeros((2, 3, 1)), np.zeros((2, 4, 3)), "`y_true` must have shape"),
+        (np.zeros((2, 3)), np.zeros((2, 4)), "`y_pred` must have shape"),
+        (np.zeros((3, 3)), np.zeros((2, 4, 3)), "same batch size"),
+    ],
+)
+def test_bad_input(y_true, y_pred, message):
+    with pytest.raises(ValueError, match=message):
+        keras_stable.losses.StableCTC()(y_true.astype("int32"), y_pred.astype("float32"))
+    with pytest.raises(ValueError, match="`zero_infinity` must be a bool"):
+        keras_stable.losses.StableCTC(zero_infinity="yes")
