@@ -14,8 +14,8 @@ from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
-from keras_stable.ops._ctc_kernels import UNREACHABLE
-from keras_stable.ops._ctc_kernels import ctc_log_likelihood
+from keras_stable.ops._kernels import UNREACHABLE
+from keras_stable.ops._kernels import ctc_log_likelihood
 
 
 def _is_host(x):

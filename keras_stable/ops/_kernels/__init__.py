@@ -7,6 +7,8 @@ formulation (values and gradients), which stays the reference:
 - `attention.py`: `dot_product_attention`'s blockwise path (an online
   softmax over key blocks; the backward recomputes them from the saved
   log-sum-exp);
+- `ctc.py`: the CTC forward algorithm in log space over a compiled scan,
+  with its alpha-beta backward;
 - `norms.py`: `safe_norm`, `l2_normalize`, `cosine_similarity` (with the
   power-of-two rescue of a sum of squares that left the range);
 - `softmax.py`: `softmax`, `log_softmax`, `logsumexp`;
@@ -25,6 +27,8 @@ from keras_stable.ops._kernels.attention import attention_kernel
 from keras_stable.ops._kernels.attention import causal_mask
 from keras_stable.ops._kernels.attention import soft_cap
 from keras_stable.ops._kernels.cross_entropy import softmax_cross_entropy_kernel
+from keras_stable.ops._kernels.ctc import UNREACHABLE
+from keras_stable.ops._kernels.ctc import ctc_log_likelihood
 from keras_stable.ops._kernels.dispatch import fused
 from keras_stable.ops._kernels.dispatch import kernels_enabled
 from keras_stable.ops._kernels.dispatch import native_op
@@ -39,6 +43,8 @@ from keras_stable.ops._kernels.softmax import logsumexp_kernel
 from keras_stable.ops._kernels.softmax import softmax_kernel
 
 __all__ = [
+    "UNREACHABLE",
+    "ctc_log_likelihood",
     "attention_kernel",
     "causal_mask",
     "soft_cap",
