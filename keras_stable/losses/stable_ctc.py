@@ -2,7 +2,7 @@
 
 from keras import ops
 
-from keras_stable._serialization import register
+from keras_stable.common.serialization import register
 from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of

@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 
 import keras_stable
-from tests import loss_harness as harness
 from tests import reference_sequences as ref
 from tests.backend_utils import BACKEND
 from tests.backend_utils import assert_close
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp_all_modes
+from tests.harness import common
+from tests.harness import losses as harness
+from tests.harness.loss_specs import example_weights
 
 TIME, CLASSES, MAX_LABEL = 6, 4, 3
 
@@ -42,14 +44,14 @@ def _edge_cases():
     ]
 
 
-SPEC = harness.Spec(
+SPEC = harness.LossSpec(
     "stable_ctc",
     keras_stable.losses.StableCTC,
     {"zero_infinity": True},
     TIME * CLASSES,
     _labels,
     _edge_cases(),
-    sample_weight=harness.example_weights,
+    sample_weight=example_weights,
     model=_model,
 )
 
@@ -73,7 +75,7 @@ def test_fit_step():
     harness.check_fit_step(SPEC)
 
 
-@pytest.mark.parametrize("policy", harness.POLICIES)
+@pytest.mark.parametrize("policy", common.POLICIES)
 def test_precision(policy):
     harness.check_precision(SPEC, policy)
 

@@ -8,7 +8,6 @@ import pytest
 
 import keras_stable
 from keras_stable import ops
-from tests import loss_harness as harness
 from tests import reference_sequences as ref
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
@@ -16,6 +15,9 @@ from tests.backend_utils import finite_difference
 from tests.backend_utils import tensor
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp_all_modes
+from tests.harness import common
+from tests.harness import losses as harness
+from tests.harness.loss_specs import example_weights
 
 OUTPUTS = 6
 
@@ -27,7 +29,7 @@ def _masks(rng, n):
 
 
 def _sigmoid_model(masking):
-    return harness.tiny_model(OUTPUTS, "sigmoid")
+    return common.dense_model((4,), OUTPUTS, masking, activation="sigmoid", name="head")
 
 
 def _edges():
@@ -37,24 +39,24 @@ def _edges():
 
 
 SPECS = [
-    harness.Spec(
+    harness.LossSpec(
         "stable_dice",
         keras_stable.losses.StableDice,
         {"axis": 1},
         OUTPUTS,
         _masks,
         _edges(),
-        sample_weight=harness.example_weights,
+        sample_weight=example_weights,
         model=_sigmoid_model,
     ),
-    harness.Spec(
+    harness.LossSpec(
         "stable_tversky",
         keras_stable.losses.StableTversky,
         {"alpha": 0.3, "beta": 0.7, "axis": (1,)},
         OUTPUTS,
         _masks,
         _edges(),
-        sample_weight=harness.example_weights,
+        sample_weight=example_weights,
         model=_sigmoid_model,
     ),
 ]
@@ -66,7 +68,7 @@ def test_harness(spec, tmp_path):
     harness.check_save_load(spec, tmp_path)
     harness.check_fit_step(spec)
     harness.check_edge_grid(spec)
-    for policy in harness.POLICIES:
+    for policy in common.POLICIES:
         harness.check_precision(spec, policy)
 
 
