@@ -75,7 +75,7 @@ def test_fit_step():
     harness.check_fit_step(SPEC)
 
 
-@pytest.mark.parametrize("policy", common.POLICIES)
+@pytest.mark.parametrize("policy", common.MIXED_POLICIES)
 def test_precision(policy):
     harness.check_precision(SPEC, policy)
 

@@ -68,7 +68,7 @@ def test_harness(spec, tmp_path):
     harness.check_save_load(spec, tmp_path)
     harness.check_fit_step(spec)
     harness.check_edge_grid(spec)
-    for policy in common.POLICIES:
+    for policy in common.MIXED_POLICIES:
         harness.check_precision(spec, policy)
 
 
