@@ -1,6 +1,8 @@
 """`audit()`: run the model layer by layer, eagerly and compiled, and say
 which layer, which stage and which trap turned a value or a gradient NaN."""
 
+import dataclasses
+
 import keras
 
 from keras_stable.audit import execution
@@ -10,6 +12,7 @@ from keras_stable.audit.data import _first_line
 from keras_stable.audit.data import check_batch
 from keras_stable.audit.data import resolve_loss
 from keras_stable.audit.data import to_tensors
+from keras_stable.audit.examples import RowRuns
 from keras_stable.audit.report import MODES
 from keras_stable.audit.report import AuditReport
 from keras_stable.audit.tracing import collect_nodes
@@ -54,6 +57,7 @@ def _run(report, model, x, y, loss_fn, modes, probe):
                 f"the model cannot be called on x: {_first_line(error)}"
             ) from error
         ran = []
+        rows = RowRuns(model, x, y, loss_fn)
         for mode in modes:
             if mode == "compiled" and not execution.compiled_mode_available():
                 continue
@@ -66,7 +70,10 @@ def _run(report, model, x, y, loss_fn, modes, probe):
             ran.append(mode)
             finding = find(run, probe, execution.rerun_in_float32)
             if finding is not None:
+                finding = dataclasses.replace(finding, examples=rows.guilty(finding))
                 report.findings.append(finding)
+        if rows.note and rows.note not in report.notes:
+            report.notes.append(rows.note)
     return ran
 
 

@@ -83,6 +83,11 @@ class Finding:
             made it fire (`"zeros"`, `"coincident"`, `"large"`, `"masked"`,
             `"mixed_float16"`, `"mixed_bfloat16"`).
         detail: the evidence, in words (which input, how many entries).
+        examples: the rows `i` of the batch such that running row `i` alone
+            makes this call's value (forward) or gradient (gradient)
+            non-finite, or that hold the offending labels
+            (`label_out_of_range`); empty where no single row does (a trap
+            coupled across the batch).
     """
 
     layer: str
@@ -92,10 +97,13 @@ class Finding:
     mode: str
     probe: str | None = None
     detail: str = ""
+    examples: tuple = ()
 
     def as_dict(self):
         """The finding as a plain dict (JSON-ready)."""
-        return dataclasses.asdict(self)
+        result = dataclasses.asdict(self)
+        result["examples"] = [int(i) for i in self.examples]
+        return result
 
 
 @dataclasses.dataclass
@@ -195,6 +203,10 @@ def format_report(report):
         for n, group in enumerate(groups, 1):
             detail = group[0].detail or "no further evidence"
             lines.append(f"{n}. {group[0].layer}, {group[0].stage}: {detail}")
+            rows = sorted({int(i) for f in group for i in f.examples})
+            if rows:
+                shown = ", ".join(map(str, rows[:20])) + (" ..." if len(rows) > 20 else "")
+                lines.append(f"   examples (rows of the batch): {shown}")
         # One reference per page (two traps can share one), in page order.
         first = {}
         for f in report.findings:
