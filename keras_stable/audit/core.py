@@ -13,6 +13,7 @@ from keras_stable.audit.data import check_batch
 from keras_stable.audit.data import resolve_loss
 from keras_stable.audit.data import to_tensors
 from keras_stable.audit.examples import RowRuns
+from keras_stable.audit.labels import find_labels
 from keras_stable.audit.report import MODES
 from keras_stable.audit.report import AuditReport
 from keras_stable.audit.tracing import collect_nodes
@@ -143,8 +144,20 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None):
     report = AuditReport(backend=keras.backend.backend())
     if "compiled" in modes and not execution.compiled_mode_available():
         report.notes.append(f"compiled mode is not audited on {report.backend}: eager only")
-    report.modes = _run(report, model, x, y, loss_fn, modes, None)
+    given_loss = loss if loss is not None else getattr(model, "loss", None)
+    if model.built:
+        report.findings.extend(find_labels(model, x, y, given_loss))
+    try:
+        report.modes = _run(report, model, x, y, loss_fn, modes, None)
+    except AuditInputError as error:
+        if not report.findings:
+            raise
+        # The labels the loss cannot take stop it on some backends.
+        report.notes.append(f"the model and the loss could not run on this batch: {error}")
+        return report
     if not report.modes:
+        if report.findings:
+            return report
         raise AuditInputError(f"the audit could not run the model: {'; '.join(report.notes)}")
     for name in probe_names:
         try:

@@ -45,6 +45,25 @@ TRAPS = {
         "loss_fix": "keras_stable.losses (computed in float32)",
         "doc": "half-precision.md",
     },
+    "label_out_of_range": {
+        "title": "a label or an index outside the range: silently 0 on JAX, NaN on a GPU",
+        "fix": "keep indices in [0, input_dim): map padding to 0 (mask_zero=True), grow input_dim",
+        "loss_fix": "drop or remap the labels, or keras_stable.losses."
+        "StableSparseSoftmaxCrossEntropy(ignore_class=...)",
+        "doc": "masking.md",
+    },
+    "half_overflow": {
+        "title": "a value or a gradient beyond the float16 range",
+        "fix": 'dtype="float32" for this layer (or the keras_stable layer, computed in float32)',
+        "loss_fix": "keras_stable.losses (computed in float32)",
+        "doc": "half-precision.md",
+    },
+    "half_underflow": {
+        "title": "a layer output whose nonzero entries are all below the smallest normal",
+        "fix": 'dtype="float32" for this layer (or rescale its inputs)',
+        "loss_fix": "keras_stable.losses (computed in float32)",
+        "doc": "half-precision.md",
+    },
     "unknown": {
         "title": "not one of the known traps",
         "fix": "see docs/symptoms.md",

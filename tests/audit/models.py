@@ -378,3 +378,22 @@ def batch_coupled_overflow():
         keras.layers.Lambda(lambda s: ops.log(ops.sum(ops.exp(s), axis=0)), name="trap")(inputs),
     )
     return model, np.full((8, 2), 87.0, "float32"), None, None
+
+
+def classifier_with_labels(labels=(0, 3, 1, -1, 2), compile_loss=None):
+    """A 3-class classifier fed labels 3 and -1 (rows 1 and 3)."""
+    inputs = keras.Input((4,), name="x")
+    model = keras.Model(inputs, keras.layers.Dense(3, name="logits")(inputs), name="classifier")
+    loss = compile_loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer="sgd", loss=loss)
+    x = _features(14, batch=len(labels), n=4)
+    return model, x, np.array(labels, "int32"), None
+
+
+def embedding_with_indices():
+    """An `Embedding(10, 4)` fed -1 (row 1) and 10 (row 3)."""
+    tokens = keras.Input((3,), dtype="int32", name="tokens")
+    h = keras.layers.Embedding(10, 4, name="embed")(tokens)
+    model = keras.Model(tokens, keras.layers.Dense(1, name="head")(h))
+    x = np.array([[1, 2, 3], [4, -1, 5], [6, 7, 8], [10, 9, 0], [1, 1, 1]], "int32")
+    return model, x, None, None
