@@ -14,6 +14,8 @@ from keras_stable.audit.data import resolve_loss
 from keras_stable.audit.data import to_tensors
 from keras_stable.audit.examples import RowRuns
 from keras_stable.audit.labels import find_labels
+from keras_stable.audit.precision import check_precision
+from keras_stable.audit.precision import preflight
 from keras_stable.audit.report import MODES
 from keras_stable.audit.report import AuditReport
 from keras_stable.audit.tracing import collect_nodes
@@ -31,7 +33,7 @@ def _check_modes(modes):
     return modes
 
 
-def _run(report, model, x, y, loss_fn, modes, probe):
+def _run(report, model, x, y, loss_fn, modes, probe, precision=None):
     """Audits one (model, batch) pair in each mode; appends to `report`.
 
     Returns the modes that ran (a mode that fails is a note).
@@ -68,6 +70,9 @@ def _run(report, model, x, y, loss_fn, modes, probe):
                 where = f" under probe {probe}" if probe else ""
                 report.notes.append(f"the {mode} run{where} failed: {_first_line(error)}")
                 continue
+            if precision and not ran:
+                report.headroom, half = preflight(run, precision)
+                report.findings.extend(half)
             ran.append(mode)
             finding = find(run, probe, execution.rerun_in_float32)
             if finding is not None:
@@ -78,7 +83,7 @@ def _run(report, model, x, y, loss_fn, modes, probe):
     return ran
 
 
-def audit(model, x, y=None, loss=None, stress=False, *, modes=None):
+def audit(model, x, y=None, loss=None, stress=False, *, modes=None, precision=None):
     """Finds the layer and the trap that turn a value or a gradient NaN.
 
     Runs `model` on the batch `x` with every layer recorded, once eagerly and
@@ -111,6 +116,15 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None):
             under `mixed_float16` and `mixed_bfloat16`), or a list of probe
             names (`keras_stable.audit.probes.PROBES`).
         modes: the modes to run, `("eager", "compiled")` by default.
+        precision: `"mixed_float16"` or `"mixed_bfloat16"` for a
+            pre-flight of that policy from the float32 run (the model's
+            policy and weights are left as they are): `half_overflow` for a
+            layer whose output exceeds the dtype's max (stage forward), or
+            whose output gradient times the initial loss scale 2**15
+            (float16) does (stage gradient); `half_underflow` for a layer
+            output that is nonzero with every nonzero entry below the
+            smallest normal; `report.headroom` maps every layer to
+            max |output| / dtype max.
 
     Returns:
         An `AuditReport`: `report.ok`, `report.findings`, `str(report)`.
@@ -140,6 +154,7 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None):
     x, y = check_batch(model, x, y)
     loss_fn = resolve_loss(model, loss, y)
     modes = _check_modes(modes)
+    precision = check_precision(precision)
     probe_names = probes_lib.check_probes(stress)
     report = AuditReport(backend=keras.backend.backend())
     if "compiled" in modes and not execution.compiled_mode_available():
@@ -148,7 +163,7 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None):
     if model.built:
         report.findings.extend(find_labels(model, x, y, given_loss))
     try:
-        report.modes = _run(report, model, x, y, loss_fn, modes, None)
+        report.modes = _run(report, model, x, y, loss_fn, modes, None, precision)
     except AuditInputError as error:
         if not report.findings:
             raise

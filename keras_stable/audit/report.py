@@ -137,6 +137,9 @@ class AuditReport:
         notes: what could not run and why (a mode that does not compile, a
             probe that does not apply to this model).
         backend: the Keras backend.
+        headroom: with `precision=`, every layer's max |output| in the
+            float32 run over the half dtype's max (above 1 overflows);
+            empty otherwise.
     """
 
     findings: list = dataclasses.field(default_factory=list)
@@ -144,6 +147,7 @@ class AuditReport:
     probes: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)
     backend: str = ""
+    headroom: dict = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self):
@@ -159,6 +163,7 @@ class AuditReport:
             "probes": list(self.probes),
             "notes": list(self.notes),
             "findings": [f.as_dict() for f in self.findings],
+            "headroom": {k: float(v) for k, v in self.headroom.items()},
         }
 
     def __str__(self):
@@ -231,6 +236,10 @@ def format_report(report):
         for f in report.findings:
             first.setdefault(TRAPS[f.trap]["doc"], f.trap)
         lines += ["", "Read: " + ", ".join(reference(first[doc]) for doc in sorted(first))]
+    if report.headroom:
+        top = sorted(report.headroom.items(), key=lambda kv: -kv[1])[:3]
+        shown = ", ".join(f"{name} {value:.3g}" for name, value in top)
+        lines += ["", f"headroom (max |output| / dtype max, highest first): {shown}"]
     if report.notes:
         lines.append("")
         lines += [f"note: {note}" for note in report.notes]

@@ -397,3 +397,24 @@ def embedding_with_indices():
     model = keras.Model(tokens, keras.layers.Dense(1, name="head")(h))
     x = np.array([[1, 2, 3], [4, -1, 5], [6, 7, 8], [10, 9, 0], [1, 1, 1]], "int32")
     return model, x, None, None
+
+
+def reaches_1e5():
+    """A float32 model whose `big` Dense reaches 1e5 on rows 1 and 3."""
+    inputs = keras.Input((4,), name="x")
+    big = keras.layers.Dense(2, name="big")(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(1, name="head")(big))
+    model.get_layer("big").set_weights([np.full((4, 2), 1e4, "float32"), np.zeros(2, "float32")])
+    model.get_layer("head").set_weights([np.full((2, 1), 1e-4, "float32"), np.zeros(1, "float32")])
+    x = np.full((5, 4), 0.1, "float32")
+    x[list(GUILTY)] = 2.5  # 4 * 2.5 * 1e4 = 1e5
+    return model, x, None, None
+
+
+def tiny_activations():
+    """A layer whose nonzero outputs are all below float16's smallest normal."""
+    inputs = keras.Input((4,), name="x")
+    tiny = keras.layers.Lambda(lambda t: t * 1e-7, name="tiny")(inputs)
+    head = keras.layers.Dense(1, bias_initializer="ones", name="head")
+    model = keras.Model(inputs, head(tiny))
+    return model, _features(15, batch=4, n=4), None, None
