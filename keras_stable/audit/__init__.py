@@ -9,7 +9,9 @@ and the keras_stable replacement. `python -m keras_stable.audit model.keras
 
 Modules, one concern each: `tracing` (recording every layer's call),
 `execution` (one run, eager or compiled, with gradients, per backend),
-`traps` (which call, which trap), `probes` (stress probes), `report`
+`traps` (which call, which trap), `examples` (the guilty rows), `labels`
+(labels and indices out of range), `precision` (the half-precision
+pre-flight), `probes` (stress probes), `report`
 (`Finding`, `AuditReport`), `data` (the batch, the loss, `.npz` files),
 `core` (`audit`), `cli` (the command line).
 """

@@ -76,6 +76,16 @@ def _parser():
         ),
     )
     parser.add_argument(
+        "--precision",
+        choices=("mixed_float16", "mixed_bfloat16"),
+        default=None,
+        help=(
+            "pre-flight for that policy from the float32 run: the layers whose "
+            "activations or gradients (times the loss scale 2**15) leave its range, "
+            "and every layer's headroom"
+        ),
+    )
+    parser.add_argument(
         "--backend",
         choices=BACKENDS,
         default=None,
@@ -248,7 +258,7 @@ def main(argv=None):
                 "the model has no compiled loss: y is ignored, the gradient is that of the sum of the outputs"
             )
             y = None
-        report = audit(model, x, y, loss=loss, stress=stress, modes=modes)
+        report = audit(model, x, y, loss=loss, stress=stress, modes=modes, precision=args.precision)
     except AuditInputError as error:
         return _error(str(error))
     report.notes.extend(notes)

@@ -1,6 +1,8 @@
 """`audit()`: run the model layer by layer, eagerly and compiled, and say
 which layer, which stage and which trap turned a value or a gradient NaN."""
 
+import dataclasses
+
 import keras
 
 from keras_stable.audit import execution
@@ -10,6 +12,10 @@ from keras_stable.audit.data import _first_line
 from keras_stable.audit.data import check_batch
 from keras_stable.audit.data import resolve_loss
 from keras_stable.audit.data import to_tensors
+from keras_stable.audit.examples import RowRuns
+from keras_stable.audit.labels import find_labels
+from keras_stable.audit.precision import check_precision
+from keras_stable.audit.precision import preflight
 from keras_stable.audit.report import MODES
 from keras_stable.audit.report import AuditReport
 from keras_stable.audit.tracing import collect_nodes
@@ -27,7 +33,7 @@ def _check_modes(modes):
     return modes
 
 
-def _run(report, model, x, y, loss_fn, modes, probe):
+def _run(report, model, x, y, loss_fn, modes, probe, precision=None):
     """Audits one (model, batch) pair in each mode; appends to `report`.
 
     Returns the modes that ran (a mode that fails is a note).
@@ -54,6 +60,7 @@ def _run(report, model, x, y, loss_fn, modes, probe):
                 f"the model cannot be called on x: {_first_line(error)}"
             ) from error
         ran = []
+        rows = RowRuns(model, x, y, loss_fn)
         for mode in modes:
             if mode == "compiled" and not execution.compiled_mode_available():
                 continue
@@ -63,14 +70,20 @@ def _run(report, model, x, y, loss_fn, modes, probe):
                 where = f" under probe {probe}" if probe else ""
                 report.notes.append(f"the {mode} run{where} failed: {_first_line(error)}")
                 continue
+            if precision and not ran:
+                report.headroom, half = preflight(run, precision)
+                report.findings.extend(half)
             ran.append(mode)
             finding = find(run, probe, execution.rerun_in_float32)
             if finding is not None:
+                finding = dataclasses.replace(finding, examples=rows.guilty(finding))
                 report.findings.append(finding)
+        if rows.note and rows.note not in report.notes:
+            report.notes.append(rows.note)
     return ran
 
 
-def audit(model, x, y=None, loss=None, stress=False, *, modes=None):
+def audit(model, x, y=None, loss=None, stress=False, *, modes=None, precision=None):
     """Finds the layer and the trap that turn a value or a gradient NaN.
 
     Runs `model` on the batch `x` with every layer recorded, once eagerly and
@@ -103,6 +116,15 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None):
             under `mixed_float16` and `mixed_bfloat16`), or a list of probe
             names (`keras_stable.audit.probes.PROBES`).
         modes: the modes to run, `("eager", "compiled")` by default.
+        precision: `"mixed_float16"` or `"mixed_bfloat16"` for a
+            pre-flight of that policy from the float32 run (the model's
+            policy and weights are left as they are): `half_overflow` for a
+            layer whose output exceeds the dtype's max (stage forward), or
+            whose output gradient times the initial loss scale 2**15
+            (float16) does (stage gradient); `half_underflow` for a layer
+            output that is nonzero with every nonzero entry below the
+            smallest normal; `report.headroom` maps every layer to
+            max |output| / dtype max.
 
     Returns:
         An `AuditReport`: `report.ok`, `report.findings`, `str(report)`.
@@ -132,12 +154,25 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None):
     x, y = check_batch(model, x, y)
     loss_fn = resolve_loss(model, loss, y)
     modes = _check_modes(modes)
+    precision = check_precision(precision)
     probe_names = probes_lib.check_probes(stress)
     report = AuditReport(backend=keras.backend.backend())
     if "compiled" in modes and not execution.compiled_mode_available():
         report.notes.append(f"compiled mode is not audited on {report.backend}: eager only")
-    report.modes = _run(report, model, x, y, loss_fn, modes, None)
+    given_loss = loss if loss is not None else getattr(model, "loss", None)
+    if model.built:
+        report.findings.extend(find_labels(model, x, y, given_loss))
+    try:
+        report.modes = _run(report, model, x, y, loss_fn, modes, None, precision)
+    except AuditInputError as error:
+        if not report.findings:
+            raise
+        # The labels the loss cannot take stop it on some backends.
+        report.notes.append(f"the model and the loss could not run on this batch: {error}")
+        return report
     if not report.modes:
+        if report.findings:
+            return report
         raise AuditInputError(f"the audit could not run the model: {'; '.join(report.notes)}")
     for name in probe_names:
         try:

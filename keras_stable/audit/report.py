@@ -45,6 +45,25 @@ TRAPS = {
         "loss_fix": "keras_stable.losses (computed in float32)",
         "doc": "half-precision.md",
     },
+    "label_out_of_range": {
+        "title": "a label or an index outside the range: silently 0 on JAX, NaN on a GPU",
+        "fix": "keep indices in [0, input_dim): map padding to 0 (mask_zero=True), grow input_dim",
+        "loss_fix": "drop or remap the labels, or keras_stable.losses."
+        "StableSparseSoftmaxCrossEntropy(ignore_class=...)",
+        "doc": "masking.md",
+    },
+    "half_overflow": {
+        "title": "a value or a gradient beyond the float16 range",
+        "fix": 'dtype="float32" for this layer (or the keras_stable layer, computed in float32)',
+        "loss_fix": "keras_stable.losses (computed in float32)",
+        "doc": "half-precision.md",
+    },
+    "half_underflow": {
+        "title": "a layer output whose nonzero entries are all below the smallest normal",
+        "fix": 'dtype="float32" for this layer (or rescale its inputs)',
+        "loss_fix": "keras_stable.losses (computed in float32)",
+        "doc": "half-precision.md",
+    },
     "unknown": {
         "title": "not one of the known traps",
         "fix": "see docs/symptoms.md",
@@ -83,6 +102,11 @@ class Finding:
             made it fire (`"zeros"`, `"coincident"`, `"large"`, `"masked"`,
             `"mixed_float16"`, `"mixed_bfloat16"`).
         detail: the evidence, in words (which input, how many entries).
+        examples: the rows `i` of the batch such that running row `i` alone
+            makes this call's value (forward) or gradient (gradient)
+            non-finite, or that hold the offending labels
+            (`label_out_of_range`); empty where no single row does (a trap
+            coupled across the batch).
     """
 
     layer: str
@@ -92,10 +116,13 @@ class Finding:
     mode: str
     probe: str | None = None
     detail: str = ""
+    examples: tuple = ()
 
     def as_dict(self):
         """The finding as a plain dict (JSON-ready)."""
-        return dataclasses.asdict(self)
+        result = dataclasses.asdict(self)
+        result["examples"] = [int(i) for i in self.examples]
+        return result
 
 
 @dataclasses.dataclass
@@ -110,6 +137,9 @@ class AuditReport:
         notes: what could not run and why (a mode that does not compile, a
             probe that does not apply to this model).
         backend: the Keras backend.
+        headroom: with `precision=`, every layer's max |output| in the
+            float32 run over the half dtype's max (above 1 overflows);
+            empty otherwise.
     """
 
     findings: list = dataclasses.field(default_factory=list)
@@ -117,6 +147,7 @@ class AuditReport:
     probes: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)
     backend: str = ""
+    headroom: dict = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self):
@@ -132,6 +163,7 @@ class AuditReport:
             "probes": list(self.probes),
             "notes": list(self.notes),
             "findings": [f.as_dict() for f in self.findings],
+            "headroom": {k: float(v) for k, v in self.headroom.items()},
         }
 
     def __str__(self):
@@ -195,11 +227,19 @@ def format_report(report):
         for n, group in enumerate(groups, 1):
             detail = group[0].detail or "no further evidence"
             lines.append(f"{n}. {group[0].layer}, {group[0].stage}: {detail}")
+            rows = sorted({int(i) for f in group for i in f.examples})
+            if rows:
+                shown = ", ".join(map(str, rows[:20])) + (" ..." if len(rows) > 20 else "")
+                lines.append(f"   examples (rows of the batch): {shown}")
         # One reference per page (two traps can share one), in page order.
         first = {}
         for f in report.findings:
             first.setdefault(TRAPS[f.trap]["doc"], f.trap)
         lines += ["", "Read: " + ", ".join(reference(first[doc]) for doc in sorted(first))]
+    if report.headroom:
+        top = sorted(report.headroom.items(), key=lambda kv: -kv[1])[:3]
+        shown = ", ".join(f"{name} {value:.3g}" for name, value in top)
+        lines += ["", f"headroom (max |output| / dtype max, highest first): {shown}"]
     if report.notes:
         lines.append("")
         lines += [f"note: {note}" for note in report.notes]

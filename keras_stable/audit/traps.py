@@ -108,6 +108,35 @@ def _zero_slices(a):
     return best[1], best[2]
 
 
+def _distribution_rows(a, empty):
+    """`(empty_rows, total_rows)` when `a` (along its last axis) is a
+    softmax output with rows that had nothing left: every row is either
+    `empty` (all NaN, or all 0) or a distribution (entries in [0, 1]
+    summing to 1); `(0, rows)` otherwise."""
+    a = np.asarray(a)
+    if not _is_floating(a) or a.ndim == 0 or a.shape[-1] < 2:
+        return 0, 0
+    rows = a.reshape(-1, a.shape[-1])
+    is_empty = np.all(np.isnan(rows), axis=-1) if empty == "nan" else np.all(rows == 0, axis=-1)
+    full = rows[~is_empty]
+    if not np.any(is_empty) or not np.all(np.isfinite(full)):
+        return 0, len(rows)
+    if full.size and (
+        np.any(full < 0) or np.any(full > 1) or np.max(np.abs(np.sum(full, -1) - 1)) > 1e-3
+    ):
+        return 0, len(rows)
+    return int(np.sum(is_empty)), len(rows)
+
+
+def _nan_row_shape(a):
+    """Whether the NaN entries of `a` fill whole rows (along the last axis)."""
+    a = np.asarray(a)
+    if not _is_floating(a) or a.ndim == 0 or a.shape[-1] < 2:
+        return False
+    nan = np.isnan(a)
+    return bool(np.any(nan)) and bool(np.all(np.all(nan, -1) == np.any(nan, -1)))
+
+
 def _largest_finite(arrays):
     values = [
         np.max(a[np.isfinite(a)]) for a in arrays if _is_floating(a) and np.any(np.isfinite(a))
@@ -161,6 +190,34 @@ class _Evidence:
             rows = _empty_rows(a)
             if rows and np.ndim(a) >= 1:
                 return f"{lbl} masks out {rows} entire row(s)"
+        return None
+
+    def softmax_without_rows(self, stage):
+        """A softmax output whose rows with nothing left are NaN (forward)
+        or 0 with a NaN gradient (gradient): whatever layer computes it,
+        however the mask was made (an input, a mask built from the tokens
+        inside the layer, left padding under a causal mask)."""
+        for out in self.outputs:
+            empty, rows = _distribution_rows(out, "nan" if stage == "forward" else "zero")
+            if empty:
+                return (
+                    f"{empty} of the {rows} rows of its softmax output are "
+                    f"{'NaN' if stage == 'forward' else '0'}: a softmax over a row with "
+                    "nothing left (every entry masked to -inf) is 0/0"
+                )
+        if stage == "forward" and any(_nan_row_shape(out) for out in self.outputs):
+            # Whole rows of NaN after a masked softmax (attention @ values).
+            selectors = [
+                lbl
+                for lbl, a, d in zip(self.labels, self.inputs, self.dtypes)
+                if d == "bool" or np.issubdtype(np.asarray(a).dtype, np.integer)
+            ]
+            if selectors or self.masks():
+                name = selectors[0] if selectors else self.masks()[0][0]
+                return (
+                    f"whole rows of its output are NaN and it takes the mask {name}: "
+                    "a softmax over a row with nothing left is 0/0"
+                )
         return None
 
     def masked_non_finite(self):
@@ -276,6 +333,9 @@ def recognize_forward(evidence):
         empty = e.empty_mask_rows()
         if empty:
             return "fully_masked_row", empty + ": the softmax over it is 0/0"
+        rows = e.softmax_without_rows("forward")
+        if rows:
+            return "fully_masked_row", rows
     spread = e.spread()
     if spread:
         return "unshifted_softmax", spread
@@ -297,6 +357,9 @@ def recognize_gradient(evidence):
     rows = e.neg_inf_rows()
     if rows:
         return "fully_masked_row", rows + ": the gradient of its softmax/logsumexp is 0/0"
+    rows = e.softmax_without_rows("gradient")
+    if rows:
+        return "fully_masked_row", rows
     masked = e.masked_non_finite()
     if masked:
         what, zero_holders = masked

@@ -28,17 +28,27 @@ class NaNAudit(keras.callbacks.Callback):
     `python -m keras_stable.audit nan_step{N}.keras --data nan_step{N}.npz`
     runs the same audit again later (add `--unsafe` for `Lambda` layers).
 
-    Keras 3 callbacks do not see the batch a step trained on, so the
-    callback takes the data to audit: either one representative batch
-    (`x`, `y`), or the training arrays themselves with `batch_size`, from
-    which it slices the batch of the failing step; that slice is the batch
-    the step saw only when `fit` runs with `shuffle=False` on the same
-    arrays and `batch_size`.
+    With no data given (`NaNAudit()`, like `TerminateOnNaN()`), the batch
+    saved is the one the failing step trained on, whatever the input:
+    arrays with `shuffle=True`, a `tf.data.Dataset`, a `PyDataset`, a
+    generator. The callback sees it by wrapping, for the duration of
+    `fit`, the iterator that the model's `train_function` draws its
+    batches from (and, on torch, the batch it is handed): it keeps a
+    reference to the last batch drawn, nothing is copied until a step goes
+    non-finite. With `steps_per_execution > 1` the batch kept is the last
+    one of the failing execution.
+
+    Older form: data to audit given explicitly, either one representative
+    batch (`x`, `y`), or the training arrays themselves with `batch_size`,
+    from which it slices the batch of the failing step (the batch the step
+    saw only with `shuffle=False`).
 
     Args:
-        directory: where the files go (created if needed).
-        x: the inputs of the batch to audit (an array, or a list/dict of
-            arrays), or the training inputs when `batch_size` is given.
+        directory: where the files go (created if needed), default
+            `"nan_audit"`.
+        x: optional: the inputs of the batch to audit (an array, or a
+            list/dict of arrays), or the training inputs when `batch_size`
+            is given. Default: the batch the failing step trained on.
         y: its labels (optional): the compiled loss (or `loss`) is then
             audited too.
         loss: the loss to audit, if not the one the model was compiled with.
@@ -58,9 +68,13 @@ class NaNAudit(keras.callbacks.Callback):
         report: the `AuditReport`, or `None`.
         paths: the files written: `{"batch": ..., "report": ..., "model": ...}`.
 
-    Checking the weights costs one device-to-host transfer per step, and
-    keeping the last finite weights one on-device copy of them: this is a
-    debugging callback. The optimizer's state is not restored.
+    Cost per step: one device-to-host transfer (a flag per trainable
+    weight), one on-device copy of the weights (the model from before the
+    step; `restore_weights=False` drops it) and a Python call around the
+    batch iterator; on TensorFlow a step is then driven from Python
+    (`steps_per_execution` is honoured) rather than inside one graph
+    loop. This is a debugging callback. The optimizer's state is not
+    restored.
 
     Example:
 
@@ -81,8 +95,8 @@ class NaNAudit(keras.callbacks.Callback):
 
     def __init__(
         self,
-        directory,
-        x,
+        directory="nan_audit",
+        x=None,
         y=None,
         loss=None,
         batch_size=None,
@@ -113,6 +127,8 @@ class NaNAudit(keras.callbacks.Callback):
         self._steps = 0
         self._epoch = 0
         self._last_finite = None
+        self._drawn = None
+        self._train_function = None
 
     # -- the checks, every step ----------------------------------------
 
@@ -133,6 +149,36 @@ class NaNAudit(keras.callbacks.Callback):
         self.report = None
         self.paths = {}
         self._last_finite = self._copy_weights() if self.restore_weights else None
+        self._drawn = None
+        if self.x is None:
+            self._wrap_train_function()
+
+    def on_train_end(self, logs=None):
+        if self._train_function is not None:
+            self.model.train_function = self._train_function
+            self._train_function = None
+
+    def _wrap_train_function(self):
+        model = self.model
+        original = model.train_function
+        if original is None:
+            return
+        self._train_function = original
+        callback = self
+
+        if keras.backend.backend() == "torch":
+
+            def train_function(data):
+                callback._drawn = data[0] if isinstance(data, list) and len(data) == 1 else data
+                return original(data)
+
+        else:
+
+            def train_function(*args):
+                *head, iterator = args
+                return original(*head, _Recording(iterator, callback))
+
+        model.train_function = train_function
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -151,6 +197,11 @@ class NaNAudit(keras.callbacks.Callback):
     # -- what happens at the first NaN -----------------------------------
 
     def _batch(self, batch):
+        if self.x is None:
+            if self._drawn is None:
+                return None, None
+            x, y, _ = keras.utils.unpack_x_y_sample_weight(self._drawn)
+            return as_arrays(x, "x"), as_arrays(y, "y")
         if self.batch_size is None:
             return self.x, self.y
         start, stop = batch * self.batch_size, (batch + 1) * self.batch_size
@@ -174,20 +225,28 @@ class NaNAudit(keras.callbacks.Callback):
         os.makedirs(self.directory, exist_ok=True)
         stem = os.path.join(self.directory, f"nan_step{self.step}")
         x, y = self._batch(batch)
-        self.paths = {"batch": stem + ".npz", "report": stem + ".txt"}
-        save_batch(self.paths["batch"], x, y)
+        self.paths = {"report": stem + ".txt"}
         notes = []
+        if x is not None:
+            self.paths["batch"] = stem + ".npz"
+            save_batch(self.paths["batch"], x, y)
+        else:
+            notes.append("the batch of the step could not be seen")
         if self.save_model:
             try:
                 model.save(stem + ".keras")
                 self.paths["model"] = stem + ".keras"
             except Exception as error:  # noqa: BLE001 - the audit still runs
                 notes.append(f"the model could not be saved: {str(error).strip().splitlines()[0]}")
-        try:
-            self.report = audit(model, x, y, loss=self.loss, stress=self.stress, modes=self.modes)
-            audit_text = str(self.report)
-        except AuditInputError as error:
-            audit_text = f"the audit could not run: {error}"
+        audit_text = "no batch to audit"
+        if x is not None:
+            try:
+                self.report = audit(
+                    model, x, y, loss=self.loss, stress=self.stress, modes=self.modes
+                )
+                audit_text = str(self.report)
+            except AuditInputError as error:
+                audit_text = f"the audit could not run: {error}"
         lines = [
             f"NaNAudit: step {self.step} (epoch {self._epoch + 1}, batch {batch})",
             f"training mode: {self._mode()}",
@@ -202,10 +261,13 @@ class NaNAudit(keras.callbacks.Callback):
             if restored
             else "weights: left as they are after the step"
         )
-        lines.append(
-            f"batch: {self.paths['batch']}"
-            + ("" if self.batch_size else " (the batch given to NaNAudit)")
-        )
+        if "batch" in self.paths:
+            source = (
+                " (the batch the step trained on)"
+                if self.x is None
+                else ("" if self.batch_size else " (the batch given to NaNAudit)")
+            )
+            lines.append(f"batch: {self.paths['batch']}{source}")
         lines += [f"note: {note}" for note in notes]
         with open(self.paths["report"], "w") as file:
             file.write("\n".join(lines) + "\n\n" + audit_text + "\n")
@@ -217,3 +279,20 @@ class NaNAudit(keras.callbacks.Callback):
         if getattr(model, "run_eagerly", False):
             return "eager (run_eagerly=True)"
         return f"compiled (jit_compile={getattr(model, 'jit_compile', None)})"
+
+
+class _Recording:
+    """An iterator over the batches of `iterator` that keeps the last one
+    drawn on the callback (a reference, no copy)."""
+
+    def __init__(self, iterator, callback):
+        self._iterator = iterator
+        self._callback = callback
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        data = next(self._iterator)
+        self._callback._drawn = data
+        return data

@@ -319,3 +319,102 @@ def exponential_head(scale=50.0):
     )
     x = np.abs(_features(9, batch=4, n=4)) + 0.5
     return model, x, np.zeros((4, 1), "float32"), "mse"
+
+
+# -- guilty rows: a batch where exactly rows 1 and 3 set the trap off -------
+
+GUILTY = (1, 3)
+SEQ = 5
+
+
+def left_padded_causal_attention():
+    """Causal self-attention whose mask is made inside the layer from the
+    tokens: a left-padded sequence's first query sees only padding."""
+    tokens = keras.Input((SEQ,), dtype="int32", name="tokens")
+    h = keras.layers.Embedding(10, 4, name="embed")(tokens)
+    q = keras.layers.Dense(4, name="q")(h)
+    k = keras.layers.Dense(4, name="k")(h)
+
+    def attend(t):
+        q, k, tokens = t
+        scores = ops.matmul(q, ops.transpose(k, (0, 2, 1)))
+        causal = ops.tril(ops.ones((SEQ, SEQ), "bool"))
+        keep = ops.logical_and(causal[None], ops.not_equal(tokens, 0)[:, None, :])
+        return ops.softmax(ops.where(keep, scores, -np.inf), axis=-1)
+
+    attention = keras.layers.Lambda(attend, name="attention")([q, k, tokens])
+    model = keras.Model(tokens, keras.layers.Dense(1, name="head")(attention))
+    x = np.array([[1, 2, 3, 4, 5], [0, 0, 3, 4, 5], [6, 7, 8, 9, 1], [0, 4, 3, 2, 1]], "int32")
+    return model, x, None, None
+
+
+def row_norm():
+    """A hand-written row norm: rows 1 and 3 are zero vectors."""
+    inputs = keras.Input((3,), name="x")
+    norm = keras.layers.Lambda(lambda t: ops.sqrt(ops.sum(t * t, axis=-1)), name="trap")
+    model = keras.Model(inputs, norm(keras.layers.Dense(3, name="dense")(inputs)))
+    x = _features(12, batch=5, n=3)
+    x[list(GUILTY)] = 0.0
+    return model, x, None, None
+
+
+def row_overflow():
+    """`log(1 + exp(s))` with rows 1 and 3 past 88."""
+    inputs = keras.Input((4,), name="x")
+    model = keras.Model(
+        inputs, keras.layers.Lambda(lambda s: ops.log(1.0 + ops.exp(s)), name="trap")(inputs)
+    )
+    x = _features(13, batch=5, n=4)
+    x[list(GUILTY), 2] = 100.0
+    return model, x, None, None
+
+
+def batch_coupled_overflow():
+    """`log(sum(exp(s)))` over the batch axis: exp(87) is finite, the sum
+    of eight of them is not; no single row overflows."""
+    inputs = keras.Input((2,), name="x")
+    model = keras.Model(
+        inputs,
+        keras.layers.Lambda(lambda s: ops.log(ops.sum(ops.exp(s), axis=0)), name="trap")(inputs),
+    )
+    return model, np.full((8, 2), 87.0, "float32"), None, None
+
+
+def classifier_with_labels(labels=(0, 3, 1, -1, 2), compile_loss=None):
+    """A 3-class classifier fed labels 3 and -1 (rows 1 and 3)."""
+    inputs = keras.Input((4,), name="x")
+    model = keras.Model(inputs, keras.layers.Dense(3, name="logits")(inputs), name="classifier")
+    loss = compile_loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer="sgd", loss=loss)
+    x = _features(14, batch=len(labels), n=4)
+    return model, x, np.array(labels, "int32"), None
+
+
+def embedding_with_indices():
+    """An `Embedding(10, 4)` fed -1 (row 1) and 10 (row 3)."""
+    tokens = keras.Input((3,), dtype="int32", name="tokens")
+    h = keras.layers.Embedding(10, 4, name="embed")(tokens)
+    model = keras.Model(tokens, keras.layers.Dense(1, name="head")(h))
+    x = np.array([[1, 2, 3], [4, -1, 5], [6, 7, 8], [10, 9, 0], [1, 1, 1]], "int32")
+    return model, x, None, None
+
+
+def reaches_1e5():
+    """A float32 model whose `big` Dense reaches 1e5 on rows 1 and 3."""
+    inputs = keras.Input((4,), name="x")
+    big = keras.layers.Dense(2, name="big")(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(1, name="head")(big))
+    model.get_layer("big").set_weights([np.full((4, 2), 1e4, "float32"), np.zeros(2, "float32")])
+    model.get_layer("head").set_weights([np.full((2, 1), 1e-4, "float32"), np.zeros(1, "float32")])
+    x = np.full((5, 4), 0.1, "float32")
+    x[list(GUILTY)] = 2.5  # 4 * 2.5 * 1e4 = 1e5
+    return model, x, None, None
+
+
+def tiny_activations():
+    """A layer whose nonzero outputs are all below float16's smallest normal."""
+    inputs = keras.Input((4,), name="x")
+    tiny = keras.layers.Lambda(lambda t: t * 1e-7, name="tiny")(inputs)
+    head = keras.layers.Dense(1, bias_initializer="ones", name="head")
+    model = keras.Model(inputs, head(tiny))
+    return model, _features(15, batch=4, n=4), None, None

@@ -133,3 +133,15 @@ def test_python_dash_m_exit_statuses(tmp_path):
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr
     assert "error: no such model file" in bad.stderr
+
+
+def test_precision_flag(tmp_path, capsys):
+    model, x, _, _ = models.reaches_1e5()
+    model.save(tmp_path / "big.keras")
+    save_batch(tmp_path / "big.npz", x)
+    argv = [str(tmp_path / "big.keras"), "--data", str(tmp_path / "big.npz")]
+    status, out, err = _main(capsys, *argv, "--precision", "mixed_float16")
+    assert status == 1, err
+    assert "half_overflow" in out and "headroom" in out
+    status, out, _ = _main(capsys, *argv)
+    assert status == 0

@@ -1,0 +1,130 @@
+"""Labels the loss cannot take, and indices an `Embedding` cannot look up.
+
+Neither makes a NaN everywhere: JAX's sparse cross-entropy gives loss 0
+and a zero gradient for label 3 of 3 classes (or -1), TF on a GPU gives
+NaN, and an `Embedding` maps index -1 to its last row on JAX and torch.
+So they are checked from the recorded run, whatever the values are: the
+integer labels of a sparse loss outside `[0, classes)` that are not its
+`ignore_class`, and each `Embedding`'s indices outside `[0, input_dim)`.
+"""
+
+import keras
+import numpy as np
+
+from keras_stable.audit.data import to_tensors
+from keras_stable.audit.report import Finding
+from keras_stable.audit.report import fix_for
+from keras_stable.audit.tracing import collect_nodes
+
+_SPARSE_NAMES = ("sparse_categorical_crossentropy", "sparse_softmax_cross_entropy")
+
+
+def _is_sparse(loss):
+    """Whether `loss` takes integer labels (one per example or token)."""
+    if isinstance(loss, str):
+        return loss in _SPARSE_NAMES
+    fn = getattr(loss, "fn", None)
+    names = [
+        type(loss).__name__,
+        getattr(loss, "__name__", ""),
+        getattr(fn, "__name__", ""),
+        getattr(loss, "name", "") or "",
+    ]
+    return any("sparse" in str(n).lower() for n in names)
+
+
+def _ignore_class(loss):
+    ignore = getattr(loss, "ignore_class", None)
+    if ignore is None:
+        ignore = getattr(loss, "_fn_kwargs", {}).get("ignore_class")
+    return ignore
+
+
+def _rows(bad):
+    """The batch rows (axis 0) holding at least one True of `bad`."""
+    bad = np.asarray(bad)
+    if bad.ndim == 0:
+        return ()
+    return tuple(int(i) for i in np.nonzero(bad.reshape(bad.shape[0], -1).any(-1))[0])
+
+
+def _outside(values, size, ignore=None):
+    values = np.asarray(values)
+    if not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.floating)):
+        return None
+    finite = np.isfinite(values) if np.issubdtype(values.dtype, np.floating) else True
+    bad = finite & ((values < 0) | (values >= size))
+    if ignore is not None:
+        bad = bad & (values != ignore)
+    return bad
+
+
+def _finding(layer, kind, bad, values, what):
+    shown = sorted({v.item() for v in np.asarray(values)[bad].ravel()})[:8]
+    shown = [int(v) if float(v).is_integer() else v for v in shown]
+    return Finding(
+        layer=layer,
+        stage="forward",
+        trap="label_out_of_range",
+        fix=fix_for("label_out_of_range", kind),
+        mode="eager",
+        detail=f"{int(np.sum(bad))} {what} outside the range, values {shown}",
+        examples=_rows(bad),
+    )
+
+
+def _embeddings(model):
+    return [n for n in collect_nodes(model) if isinstance(n.op, keras.layers.Embedding)]
+
+
+def find_labels(model, x, y, loss):
+    """The `label_out_of_range` findings of the batch (a list).
+
+    Runs the model once, eagerly, with each `Embedding`'s indices recorded
+    before its lookup and clipped into range for it (TensorFlow on a CPU
+    raises on them), then checks `y` against the classes of the output
+    for a sparse loss. Returns `[]` when the model cannot run this way.
+    """
+    seen = []
+    nodes = _embeddings(model)
+    saved = []
+    for node in nodes:
+        original = node.op.call
+
+        def call(inputs, *args, _node=node, _original=original, **kwargs):
+            seen.append((_node, np.asarray(keras.ops.convert_to_numpy(inputs))))
+            safe = keras.ops.clip(inputs, 0, _node.op.input_dim - 1)
+            return _original(safe, *args, **kwargs)
+
+        saved.append((node.op, "call" in vars(node.op), vars(node.op).get("call")))
+        vars(node.op)["call"] = call
+    try:
+        y_pred = model(to_tensors(x), training=False)
+    except Exception:  # noqa: BLE001 - the audit's own run reports the failure
+        y_pred = None
+    finally:
+        for op, had, previous in reversed(saved):
+            if had:
+                vars(op)["call"] = previous
+            else:
+                vars(op).pop("call", None)
+    findings = []
+    for node, values in seen:
+        bad = _outside(values, node.op.input_dim)
+        if bad is not None and np.any(bad) and not any(f.layer == node.name for f in findings):
+            what = f"indices for input_dim={node.op.input_dim} are"
+            findings.append(_finding(node.name, "layer", bad, values, what))
+    if y is None or y_pred is None or loss is None or not _is_sparse(loss):
+        return findings
+    labels, preds = keras.tree.flatten(y), keras.tree.flatten(y_pred)
+    if len(labels) != 1 or len(preds) != 1 or len(preds[0].shape) == 0:
+        return findings
+    classes = int(preds[0].shape[-1])
+    ignore = _ignore_class(loss)
+    bad = _outside(labels[0], classes, ignore)
+    if bad is not None and np.any(bad):
+        kept = "" if ignore is None else f" (ignore_class={ignore} excepted)"
+        findings.append(
+            _finding("loss", "loss", bad, labels[0], f"labels for {classes} classes{kept} are")
+        )
+    return findings
