@@ -2,12 +2,12 @@
 
 from keras import ops
 
-from keras_stable.common.serialization import register
 from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.reduction import keras_mask_of
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import PerExample
 from keras_stable.losses._base import StableLoss
 from keras_stable.ops.ctc import ctc_loss_over_frames

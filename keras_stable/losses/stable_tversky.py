@@ -1,9 +1,9 @@
 """Tversky loss: alpha weights false positives, beta false negatives."""
 
 from keras_stable import ops as stable_ops
-from keras_stable.common.serialization import register
 from keras_stable.common.checks import check_axis
 from keras_stable.common.dtypes import to_float32
+from keras_stable.common.serialization import register
 from keras_stable.losses._base import StableLoss
 from keras_stable.ops.overlap import check_weight
 
