@@ -130,6 +130,31 @@ def _probabilities(q, k, mask, scale):
     return stable_ops.softmax(logits * ops.cast(scale, dtype), axis=-1, mask=mask)
 
 
+def masks_and_dropout(layer, query, value, attention_mask, use_causal_mask, rate, training, scores):
+    """What both layers' `_compute_attention` does before attending, as
+    Keras's does: refuse scores with flash attention, honour its own
+    `use_causal_mask` flag (and-ed with `attention_mask`), and the dropout
+    of the probabilities with the layer's seed generator (None when not
+    training). Returns `(attention_mask, dropout)`."""
+    if layer._flash_attention and scores:
+        raise ValueError(FLASH_SCORES_ERROR)
+    if use_causal_mask:
+        causal = layer._compute_causal_mask(query, value)
+        attention_mask = (
+            causal
+            if attention_mask is None
+            else ops.logical_and(ops.cast(attention_mask, "bool"), causal)
+        )
+    dropout = None
+    if rate > 0.0 and training:
+        generator = layer._dropout_layer.seed_generator
+
+        def dropout(p):
+            return keras.random.dropout(p, rate, seed=generator)
+
+    return attention_mask, dropout
+
+
 def attend(
     query,
     key,

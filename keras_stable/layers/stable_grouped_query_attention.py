@@ -4,8 +4,8 @@ NaN or mean-of-values rows."""
 import keras
 
 from keras_stable.common.serialization import register
-from keras_stable.layers._attention import FLASH_SCORES_ERROR
 from keras_stable.layers._attention import attend
+from keras_stable.layers._attention import masks_and_dropout
 
 
 @register
@@ -110,22 +110,16 @@ class StableGroupedQueryAttention(keras.layers.GroupQueryAttention):
         training=None,
         use_causal_mask=False,
     ):
-        if self._flash_attention and self._return_attention_scores:
-            raise ValueError(FLASH_SCORES_ERROR)
-        if use_causal_mask:
-            causal = self._compute_causal_mask(query, value)
-            attention_mask = (
-                causal
-                if attention_mask is None
-                else keras.ops.logical_and(keras.ops.cast(attention_mask, "bool"), causal)
-            )
-        dropout = None
-        if self.dropout > 0.0 and training:
-            generator = self._dropout_layer.seed_generator
-
-            def dropout(p):
-                return keras.random.dropout(p, self.dropout, seed=generator)
-
+        attention_mask, dropout = masks_and_dropout(
+            self,
+            query,
+            value,
+            attention_mask,
+            use_causal_mask,
+            self.dropout,
+            training,
+            self._return_attention_scores,
+        )
         return attend(
             query,
             key,
