@@ -22,6 +22,8 @@ from keras_stable.audit.execution import LOSS
 from keras_stable.audit.execution import TOP
 from keras_stable.audit.report import Finding
 from keras_stable.audit.report import fix_for
+from keras_stable.audit.rows import distribution_rows
+from keras_stable.audit.rows import nan_row_shape
 
 HALF = ("float16", "bfloat16")
 
@@ -108,35 +110,6 @@ def _zero_slices(a):
     return best[1], best[2]
 
 
-def _distribution_rows(a, empty):
-    """`(empty_rows, total_rows)` when `a` (along its last axis) is a
-    softmax output with rows that had nothing left: every row is either
-    `empty` (all NaN, or all 0) or a distribution (entries in [0, 1]
-    summing to 1); `(0, rows)` otherwise."""
-    a = np.asarray(a)
-    if not _is_floating(a) or a.ndim == 0 or a.shape[-1] < 2:
-        return 0, 0
-    rows = a.reshape(-1, a.shape[-1])
-    is_empty = np.all(np.isnan(rows), axis=-1) if empty == "nan" else np.all(rows == 0, axis=-1)
-    full = rows[~is_empty]
-    if not np.any(is_empty) or not np.all(np.isfinite(full)):
-        return 0, len(rows)
-    if full.size and (
-        np.any(full < 0) or np.any(full > 1) or np.max(np.abs(np.sum(full, -1) - 1)) > 1e-3
-    ):
-        return 0, len(rows)
-    return int(np.sum(is_empty)), len(rows)
-
-
-def _nan_row_shape(a):
-    """Whether the NaN entries of `a` fill whole rows (along the last axis)."""
-    a = np.asarray(a)
-    if not _is_floating(a) or a.ndim == 0 or a.shape[-1] < 2:
-        return False
-    nan = np.isnan(a)
-    return bool(np.any(nan)) and bool(np.all(np.all(nan, -1) == np.any(nan, -1)))
-
-
 def _largest_finite(arrays):
     values = [
         np.max(a[np.isfinite(a)]) for a in arrays if _is_floating(a) and np.any(np.isfinite(a))
@@ -198,14 +171,14 @@ class _Evidence:
         however the mask was made (an input, a mask built from the tokens
         inside the layer, left padding under a causal mask)."""
         for out in self.outputs:
-            empty, rows = _distribution_rows(out, "nan" if stage == "forward" else "zero")
+            empty, rows = distribution_rows(out, "nan" if stage == "forward" else "zero")
             if empty:
                 return (
                     f"{empty} of the {rows} rows of its softmax output are "
                     f"{'NaN' if stage == 'forward' else '0'}: a softmax over a row with "
                     "nothing left (every entry masked to -inf) is 0/0"
                 )
-        if stage == "forward" and any(_nan_row_shape(out) for out in self.outputs):
+        if stage == "forward" and any(nan_row_shape(out) for out in self.outputs):
             # Whole rows of NaN after a masked softmax (attention @ values).
             selectors = [
                 lbl
