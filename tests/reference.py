@@ -128,8 +128,11 @@ def sparse_softmax_cross_entropy(labels, logits, axis=-1, mask=None, ignore_clas
 def sigmoid_cross_entropy(labels, logits):
     labels = _f64(labels)
     x = _f64(logits)
-    # -y log σ(x) - (1-y) log(1-σ(x)) = softplus(x) - x*y, softplus in float64.
-    return np.logaddexp(0.0, x) - x * labels
+    # -y log σ(x) - (1-y) log(1-σ(x)) = softplus(x) - x*y, written so that a
+    # confident correct logit (label 1, logit 30) is log1p(exp(-30)), not
+    # the round-off of logaddexp(0, 30) - 30.
+    with np.errstate(invalid="ignore"):
+        return np.maximum(x, 0.0) - x * labels + np.log1p(np.exp(-np.abs(x)))
 
 
 def masked_task_distance(y_true, y_pred, mask=None, axis=-1, squared=False):

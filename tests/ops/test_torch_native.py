@@ -249,6 +249,21 @@ def test_native_sigmoid_cross_entropy_matches_the_portable_formulation(case, dty
     assert_close(d_labels, -x, compute, f"{case} label gradient vs float64")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_native_sigmoid_cross_entropy_is_exact_for_confident_logits(dtype):
+    """Label 0 with logit -30 is `log1p(exp(-30))` = 9.4e-14, not round-off
+    (torch's `binary_cross_entropy_with_logits` gives `(1 - y) x -
+    log_sigmoid(x)`, a cancellation): relative error of float32 round-off."""
+    labels = np.array([0.0, 1.0, 0.0, 1.0, 0.0])
+    logits = np.array([-30.0, 30.0, -17.0, 25.0, -80.0])
+    expected = ref.sigmoid_cross_entropy(labels, logits)
+    direct = _native().native_sigmoid_cross_entropy(_tensor(labels, dtype), _tensor(logits, dtype))
+    assert direct is not None
+    np.testing.assert_allclose(to_numpy(direct), expected, rtol=1e-6, atol=0)
+    out = ops.sigmoid_cross_entropy(_tensor(labels, dtype), _tensor(logits, dtype))
+    np.testing.assert_allclose(to_numpy(out), expected, rtol=1e-6, atol=0)
+
+
 def torch_grad(total, wrt):
     import torch
 
