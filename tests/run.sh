@@ -2,12 +2,16 @@
 # The test command: the suite once per Keras backend, the benchmark smoke test
 # (`benchmarks/run.py --quick`, every backend, about a minute), then the docs build.
 # Extra arguments go to pytest (e.g. `bash tests/run.sh -m "not examples"`).
+# Each backend's suite runs on PYTEST_WORKERS pytest-xdist workers (default:
+# one per core), and the slowest tests are listed after it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
 for backend in tensorflow jax torch; do
     echo "=== KERAS_BACKEND=$backend ==="
-    KERAS_BACKEND=$backend python -m pytest -q "$@" || status=1
+    start=$SECONDS
+    KERAS_BACKEND=$backend python -m pytest -q -n "${PYTEST_WORKERS:-auto}" --durations=15 "$@" || status=1
+    echo "=== KERAS_BACKEND=$backend: $((SECONDS - start)) s ==="
 done
 # The checkout's keras_stable, as pytest imports it (cwd on sys.path).
 echo "=== benchmarks/run.py --quick ==="
