@@ -29,7 +29,7 @@ import numpy as np
 
 import keras_stable
 
-VOCAB, LENGTH, DIM, HEADS, BLOCKS, SAMPLES = 16, 12, 16, 2, 2, 768
+VOCAB, LENGTH, DIM, HEADS, BLOCKS, SAMPLES = 16, 12, 16, 2, 2, 512
 
 
 def make_data(seed=0):
