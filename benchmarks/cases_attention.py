@@ -81,7 +81,8 @@ def attention_cases():
     `chunk_size=128`) and the multi-head attention layer."""
     sizes = ATTENTION_SIZES
     ours_mha = _lazy_layer(_stable_mha)
-    ours_mha.missing = stable_class("layers", "StableMultiHeadAttention").missing
+    named = stable_class("layers", "StableMultiHeadAttention")
+    ours_mha.missing, ours_mha.label = named.missing, named.label
     return [
         Case(
             "dot_product_attention",
