@@ -2,9 +2,11 @@
 
 The rows themselves are in `cases_core.py` (norms, softmax family,
 cross-entropies, element-wise ops, task distance; their layers and losses)
-and `cases_catalogue.py` (the catalogue, geometry and metric learning).
+`cases_catalogue.py` (the catalogue, geometry and metric learning) and
+`cases_attention.py` (attention, not in the quick set).
 """
 
+from cases_attention import attention_cases
 from cases_catalogue import catalogue_cases
 from cases_catalogue import geometry_cases
 from cases_core import cross_entropy_ops
@@ -41,6 +43,7 @@ def cases(quick=False):
         + loss_cases()
         + catalogue_cases()
         + geometry_cases()
+        + attention_cases()
     )
     if not quick:
         return rows

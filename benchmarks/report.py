@@ -22,6 +22,7 @@ TARGETS = {
     "softmax": 1.05,
     "regression": 1.05,
     "geometry": 1.05,
+    "attention": 1.05,
 }
 
 

@@ -44,10 +44,10 @@ results into one Markdown table. Each backend process sets
 `TF_CPU_ALLOCATOR_USE_BFC=true` (unless it is set) before TF starts, so that
 TF keeps the CPU allocator statistics of the memory column.
 
-This file is the command line only. The rows are in `cases_core.py` and
-`cases_catalogue.py` (one function per op family, built on `case.py`), put
-in order in `cases.py`, with their sizes and data in `inputs.py`; the
-interleaved measurement is in `timing.py` and the tables in `report.py`.
+This file is the command line only. The rows are in `cases_core.py`,
+`cases_catalogue.py` and `cases_attention.py` (one function per op family,
+built on `case.py`), put in order in `cases.py`, with their sizes and data
+in `inputs.py` (attention's in `cases_attention.py`); the interleaved measurement is in `timing.py` and the tables in `report.py`.
 """
 
 import argparse
