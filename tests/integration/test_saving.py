@@ -243,7 +243,11 @@ def test_every_name_is_registered():
 
 
 # Constructor arguments without a default.
-_REQUIRED = {"LinearSoftmaxHead": {"vocab_size": 10}}
+_REQUIRED = {
+    "LinearSoftmaxHead": {"vocab_size": 10},
+    "StableMultiHeadAttention": {"num_heads": 2, "key_dim": 4},
+    "StableGroupedQueryAttention": {"head_dim": 4, "num_query_heads": 4, "num_key_value_heads": 2},
+}
 
 
 def _instances():

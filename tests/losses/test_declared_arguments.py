@@ -9,7 +9,17 @@ from keras_stable import losses
 from keras_stable import metrics
 from keras_stable.common.arguments import snake_case
 
-LOSSES = [getattr(losses, name) for name in losses.__all__]
+# Drop-ins whose Keras counterpart puts an argument after `reduction` and
+# `name` (`keras.losses.Dice(reduction, name, axis, dtype)`, and `CTC`,
+# `Tversky`): their `__init__` is written out in Keras's positional order.
+KERAS_ORDER = {
+    losses.StableCTC: ["zero_infinity", "reduction", "name", "dtype"],
+    losses.StableDice: ["reduction", "name", "axis", "dtype"],
+    losses.StableTversky: ["alpha", "beta", "reduction", "name", "axis", "dtype"],
+}
+LOSSES = [
+    getattr(losses, name) for name in losses.__all__ if getattr(losses, name) not in KERAS_ORDER
+]
 DECLARED_METRICS = [
     getattr(metrics, name)
     for name in metrics.__all__
@@ -37,6 +47,14 @@ def test_a_loss_signature_and_config_come_from_its_declaration(cls):
     assert positional.reduction == "sum" and positional.name == "positional"
     with pytest.raises(TypeError, match="unexpected"):
         cls(not_an_argument=1)
+
+
+@pytest.mark.parametrize("cls", list(KERAS_ORDER), ids=[c.__name__ for c in KERAS_ORDER])
+def test_a_written_out_loss_keeps_keras_positional_order(cls):
+    assert [name for name, _ in _parameters(cls)] == KERAS_ORDER[cls]
+    config = cls().get_config()
+    assert set(KERAS_ORDER[cls]) <= set(config)
+    assert cls.from_config(config).get_config() == config
 
 
 @pytest.mark.parametrize("cls", DECLARED_METRICS, ids=[c.__name__ for c in DECLARED_METRICS])
