@@ -4,6 +4,7 @@ to attend to gives 0 and a zero gradient."""
 import math
 import numbers
 
+import keras
 from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
@@ -250,7 +251,11 @@ def dot_product_attention(
     q5 = ops.reshape(ops.cast(query, compute), (-1, t, kv, n // kv, h))
     key = ops.cast(key, compute)
     value = ops.cast(value, compute)
-    if kernels_enabled() and (chunk_size is not None or s > AUTO_BLOCKWISE_KEYS):
+    # Symbolic inputs (a functional model's KerasTensors) only need the
+    # output's shape and dtype: the materialised formulation gives them.
+    symbolic = any(isinstance(x, keras.KerasTensor) for x in (query, key, value, bias, mask))
+    blockwise = chunk_size is not None or s > AUTO_BLOCKWISE_KEYS
+    if kernels_enabled() and blockwise and not symbolic:
         chunk = min(chunk_size or DEFAULT_CHUNK_SIZE, s)
         out = attention_kernel(q5, key, value, bias5, mask5, scale, is_causal, cap, chunk)
     else:

@@ -217,3 +217,34 @@ def test_long_sequences_take_the_blockwise_path_by_default():
     # The inputs themselves are (B, S, K, H) = 4400 elements; the logits
     # would be B * N * T * S = 8800.
     assert _largest(default, [q, k, v, bias]) < b * n * t * s
+
+
+@pytest.mark.parametrize("chunk_size", [None, 3])
+def test_symbolic_inputs_give_the_output_spec(chunk_size):
+    """A functional model's KerasTensors (unknown batch): the output's
+    shape and dtype, on either path."""
+    import keras
+
+    q, k = keras.Input((5, 4, 8)), keras.Input((7, 2, 8))
+    out = ops.dot_product_attention(q, k, k, is_causal=True, chunk_size=chunk_size)
+    assert tuple(out.shape) == (None, 5, 4, 8) and out.dtype == q.dtype
+
+
+@pytest.mark.tensorflow
+def test_blockwise_under_tf_function_with_unknown_batch():
+    import tensorflow as tf
+
+    q, k, v = _qkv()
+    spec = [tf.TensorSpec((None,) + x.shape[1:]) for x in (q, k, v)]
+
+    @tf.function(input_signature=spec)
+    def step(q, k, v):
+        with tf.GradientTape() as tape:
+            tape.watch(q)
+            out = ops.dot_product_attention(q, k, v, is_causal=True, chunk_size=3)
+        return out, tape.gradient(out, q)
+
+    out, grad = step(q, k, v)
+    ref = reference.dot_product_attention(q, k, v, is_causal=True)
+    assert_close(out.numpy(), ref, what="value vs float64")
+    assert_finite(grad.numpy())
