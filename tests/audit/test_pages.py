@@ -74,7 +74,10 @@ def test_a_model_without_data_is_a_usage_error(capsys):
     assert "--data" in capsys.readouterr().err
 
 
+@pytest.mark.tensorflow
 def test_explain_from_the_command_line():
+    """Prints a packaged page: nothing backend-specific, so one fresh
+    process on the TensorFlow CI leg is enough."""
     result = subprocess.run(
         [sys.executable, "-m", "keras_stable.audit", "--explain", "half_overflow_typo"],
         capture_output=True,
