@@ -26,7 +26,7 @@ class StableGroupedQueryAttention(keras.layers.GroupQueryAttention):
     returned scores and for dropout on them, from `keras_stable.ops.softmax`
     of the float32 logits).
 
-    Args:
+    Constructor arguments (those of `keras.layers.GroupQueryAttention`):
         head_dim: size of each attention head.
         num_query_heads: number of query heads.
         num_key_value_heads: number of key/value heads; divides

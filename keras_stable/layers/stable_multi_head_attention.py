@@ -24,7 +24,7 @@ class StableMultiHeadAttention(keras.layers.MultiHeadAttention):
     and for dropout on them, from `keras_stable.ops.softmax` of the float32
     logits).
 
-    Args:
+    Constructor arguments (those of `keras.layers.MultiHeadAttention`):
         num_heads: number of attention heads.
         key_dim: size of each head for the query and the key.
         value_dim: size of each head for the value (default `key_dim`).

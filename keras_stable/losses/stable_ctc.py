@@ -89,8 +89,8 @@ class StableCTC(StableLoss):
     >>> logits = np.zeros((2, 2, 3), "float32")
     >>> labels = np.array([[1, 2], [1, 1]], "int32")  # [1, 1] needs 3 frames
     >>> loss = keras_stable.losses.StableCTC(reduction="none")
-    >>> [round(float(v), 5) for v in loss(labels, logits)]
-    [2.19722, 0.0]
+    >>> tuple(round(float(v), 5) for v in loss(labels, logits))
+    (2.19722, 0.0)
     """
 
     def __init__(
