@@ -7,7 +7,9 @@ jit_compile=True)`; JAX: `jax.jit`; torch: eager only), so every numerical
 test can run both ways and compare them.
 """
 
+import contextlib
 import json
+import os
 
 import keras
 import ml_dtypes
@@ -269,10 +271,23 @@ def finite_difference(fn_np, x, eps=1e-6):
 
 def float64_enabled():
     """Context in which float64 tensors stay float64 (JAX needs x64 mode)."""
-    import contextlib
-
     if BACKEND == "jax":
         import jax
 
         return jax.enable_x64(True)
     return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def portable():
+    """The public ops run their portable `keras.ops` formulation (plain
+    autodiff, no fused kernel) inside this block (`KERAS_STABLE_PORTABLE`)."""
+    old = os.environ.get("KERAS_STABLE_PORTABLE")
+    os.environ["KERAS_STABLE_PORTABLE"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["KERAS_STABLE_PORTABLE"]
+        else:
+            os.environ["KERAS_STABLE_PORTABLE"] = old

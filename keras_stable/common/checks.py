@@ -177,16 +177,21 @@ def check_positive(value, name):
     return value
 
 
+def check_non_negative(value, name):
+    """A finite real number >= 0 (not a bool) -> float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(
+            f"`{name}` must be a finite number >= 0, got {value!r} of type {type(value).__name__}."
+        )
+    value = float(value)
+    if not 0.0 <= value < float("inf"):
+        raise ValueError(f"`{name}` must be a finite number >= 0, got {name}={value}.")
+    return value
+
+
 def check_gamma(gamma):
     """The focusing parameter of a focal loss: a finite number >= 0."""
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
-        raise ValueError(
-            f"`gamma` must be a finite number >= 0, got {gamma!r} of type {type(gamma).__name__}."
-        )
-    gamma = float(gamma)
-    if not 0.0 <= gamma < float("inf"):
-        raise ValueError(f"`gamma` must be a finite number >= 0, got gamma={gamma}.")
-    return gamma
+    return check_non_negative(gamma, "gamma")
 
 
 def check_alpha(alpha, per_class=False):

@@ -2,10 +2,10 @@
 
 from keras_stable import ops as stable_ops
 from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_non_negative
 from keras_stable.common.dtypes import to_float32
 from keras_stable.common.serialization import register
 from keras_stable.losses._base import StableLoss
-from keras_stable.ops.overlap import check_weight
 
 
 @register
@@ -62,8 +62,8 @@ class StableTversky(StableLoss):
         dtype=None,
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
-        self.alpha = check_weight(alpha, "alpha")
-        self.beta = check_weight(beta, "beta")
+        self.alpha = check_non_negative(alpha, "alpha")
+        self.beta = check_non_negative(beta, "beta")
         self.axis = check_axis(axis, multiple=True)
 
     def losses_and_valid(self, y_true, y_pred):

@@ -6,28 +6,15 @@ perfect match and the loss 0 with a zero gradient, where Keras's `+ 1e-7`
 in the denominator makes it 1, the worst score.
 """
 
-import numbers
-
 from keras import ops
 
 from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_non_negative
 from keras_stable.common.checks import check_same_shape
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
-
-
-def check_weight(value, name):
-    """A Tversky weight: a finite real number >= 0 -> float."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(
-            f"`{name}` must be a finite number >= 0, got {value!r} of type {type(value).__name__}."
-        )
-    value = float(value)
-    if not 0.0 <= value < float("inf"):
-        raise ValueError(f"`{name}` must be a finite number >= 0, got {name}={value}.")
-    return value
 
 
 def _prepare(y_true, y_pred, axis):
@@ -122,8 +109,8 @@ def tversky_loss(y_true, y_pred, alpha=0.5, beta=0.5, axis=None):
     >>> round(float(ops.tversky_loss(y_true, y_pred, alpha=0.25, beta=1.0, axis=1)[0]), 5)
     0.6
     """
-    alpha = check_weight(alpha, "alpha")
-    beta = check_weight(beta, "beta")
+    alpha = check_non_negative(alpha, "alpha")
+    beta = check_non_negative(beta, "beta")
     y_true, y_pred, axis, out_dtype = _prepare(y_true, y_pred, axis)
     tp = ops.sum(y_true * y_pred, axis=axis)
     fp = ops.sum((1.0 - y_true) * y_pred, axis=axis)

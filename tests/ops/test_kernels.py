@@ -15,9 +15,6 @@ and Hessian-vector products of every kernel), on TensorFlow, JAX and
 PyTorch.
 """
 
-import contextlib
-import os
-
 import keras
 import numpy as np
 import pytest
@@ -30,6 +27,7 @@ from tests.backend_utils import TOLERANCES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
 from tests.backend_utils import float_tensor
+from tests.backend_utils import portable
 from tests.backend_utils import round_to
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp
@@ -39,20 +37,6 @@ from tests.ops.cases import edge_cases
 INF = np.inf
 NAN = np.nan
 RNG = np.random.default_rng(7)
-
-
-@contextlib.contextmanager
-def portable():
-    """The public ops run their portable formulation inside this block."""
-    old = os.environ.get("KERAS_STABLE_PORTABLE")
-    os.environ["KERAS_STABLE_PORTABLE"] = "1"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["KERAS_STABLE_PORTABLE"]
-        else:
-            os.environ["KERAS_STABLE_PORTABLE"] = old
 
 
 def _both(fn, args, wrt, cotangent, mode):

@@ -11,9 +11,6 @@ is compared with `KERAS_STABLE_PORTABLE=1`, values and gradients, in
 float32 and float64, and with the float64 NumPy reference.
 """
 
-import contextlib
-import os
-
 import keras
 import numpy as np
 import pytest
@@ -22,6 +19,7 @@ from keras_stable import ops
 from tests import reference as ref
 from tests.backend_utils import TOLERANCES
 from tests.backend_utils import assert_close
+from tests.backend_utils import portable
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp
 
@@ -31,20 +29,6 @@ INF = np.inf
 NAN = np.nan
 DTYPES = ("float32", "float64")
 RNG = np.random.default_rng(11)
-
-
-@contextlib.contextmanager
-def portable():
-    """The public ops run their portable formulation inside this block."""
-    old = os.environ.get("KERAS_STABLE_PORTABLE")
-    os.environ["KERAS_STABLE_PORTABLE"] = "1"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["KERAS_STABLE_PORTABLE"]
-        else:
-            os.environ["KERAS_STABLE_PORTABLE"] = old
 
 
 def _native():

@@ -17,6 +17,7 @@ formulation (values and gradients), which stays the reference:
   vocabulary one block at a time);
 - `pairwise.py`: `pairwise_distance` (explicit differences, a per-pair
   rescue, the closed-form gradient);
+- `blocks.py`: the compiled loop over blocks the blockwise kernels share;
 - `dispatch.py`: the one backend switch (`fused`, `native_pass`,
   `native_op`, `kernels_enabled`);
 - `torch_native.py`: PyTorch's native passes and fused cross-entropies,

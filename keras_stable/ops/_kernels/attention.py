@@ -24,6 +24,7 @@ reference these kernels are tested against and the fallback
 
 from keras import ops
 
+from keras_stable.ops._kernels.blocks import for_each_block
 from keras_stable.ops._kernels.dispatch import fused
 
 _NEG_INF = float("-inf")
@@ -41,22 +42,6 @@ def causal_mask(t, s, start=0):
 def soft_cap(logits, cap):
     """`cap * tanh(logits / cap)`."""
     return ops.tanh(logits / cap) * cap
-
-
-def _for_each_block(length, chunk_size, body, state):
-    """`state = body(start, size, state)` over blocks of `length` keys:
-    whole blocks in `keras.ops.fori_loop`, a partial last block once more
-    with its own static size."""
-    full, rest = length // chunk_size, length % chunk_size
-
-    def loop_body(i, state):
-        return body(i * chunk_size, chunk_size, state)
-
-    if full:
-        state = ops.fori_loop(0, full, loop_body, state)
-    if rest:
-        state = body(full * chunk_size, rest, state)
-    return state
 
 
 def _keys(x, start, size):
@@ -124,7 +109,7 @@ class _Problem:
             rows,
             ops.zeros_like(ops.transpose(q, (0, 2, 3, 1, 4))),
         )
-        row_max, total, acc = _for_each_block(k.shape[1], self.chunk_size, body, init)
+        row_max, total, acc = for_each_block(k.shape[1], self.chunk_size, body, init)
         nonempty = ops.greater(total, 0)
         safe_total = ops.where(nonempty, total, ops.ones_like(total))
         out = ops.where(nonempty[..., None], acc / safe_total[..., None], ops.zeros_like(acc))
@@ -166,7 +151,7 @@ class _Problem:
             ops.zeros_like(v),
             ops.zeros_like(bias) if bias is not None else ops.zeros(()),
         )
-        d_q, d_k, d_v, d_bias = _for_each_block(k.shape[1], self.chunk_size, body, init)
+        d_q, d_k, d_v, d_bias = for_each_block(k.shape[1], self.chunk_size, body, init)
         grads = [ops.transpose(d_q, (0, 3, 1, 2, 4)), d_k, d_v]
         return grads + ([d_bias] if bias is not None else [])
 

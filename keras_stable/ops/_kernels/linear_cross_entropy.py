@@ -6,13 +6,9 @@
 
 from keras import ops
 
+from keras_stable.ops._kernels.blocks import for_each_block
+
 _NEG_INF = float("-inf")
-
-
-def _blocks(vocab, chunk_size):
-    """`(full, rest)`: the number of whole blocks and the size of the last,
-    partial one (0 when `chunk_size` divides `vocab`)."""
-    return vocab // chunk_size, vocab % chunk_size
 
 
 def _block_logits(hidden, kernel, bias, start, size):
@@ -21,25 +17,6 @@ def _block_logits(hidden, kernel, bias, start, size):
     dim = kernel.shape[0]
     logits = ops.matmul(hidden, ops.slice(kernel, (0, start), (dim, size)))
     return logits + ops.slice(bias, (start,), (size,))
-
-
-def _for_each_block(vocab, chunk_size, body, state):
-    """Runs `state = body(start, size, state)` over the vocabulary blocks.
-
-    Whole blocks go through `keras.ops.fori_loop` (a compiled loop, so XLA
-    keeps one block alive at a time instead of scheduling them all at once);
-    a partial last block runs once more with its own static size.
-    """
-    full, rest = _blocks(vocab, chunk_size)
-
-    def loop_body(i, state):
-        return body(i * chunk_size, chunk_size, state)
-
-    if full:
-        state = ops.fori_loop(0, full, loop_body, state)
-    if rest:
-        state = body(full * chunk_size, rest, state)
-    return state
 
 
 def _online_logsumexp(hidden, kernel, bias, chunk_size):
@@ -60,7 +37,7 @@ def _online_logsumexp(hidden, kernel, bias, chunk_size):
         return new_max, total
 
     init = (ops.full((tokens,), _NEG_INF, "float32"), ops.zeros((tokens,), "float32"))
-    running_max, total = _for_each_block(kernel.shape[1], chunk_size, body, init)
+    running_max, total = for_each_block(kernel.shape[1], chunk_size, body, init)
     shift = ops.where(ops.isfinite(running_max), running_max, ops.zeros_like(running_max))
     nonempty = ops.greater(total, 0)
     safe_total = ops.where(nonempty, total, ops.ones_like(total))
@@ -125,7 +102,7 @@ def linear_cross_entropy_kernel(hidden, kernel, bias, labels, counted, chunk_siz
                 return d_hidden, d_kernel, d_bias
 
             init = (ops.zeros_like(hidden), ops.zeros_like(kernel), ops.zeros_like(bias))
-            return _for_each_block(vocab, chunk_size, body, init)
+            return for_each_block(vocab, chunk_size, body, init)
 
         return loss, grad
 
