@@ -15,6 +15,7 @@ from keras_stable.audit.data import to_tensors
 from keras_stable.audit.report import Finding
 from keras_stable.audit.report import fix_for
 from keras_stable.audit.tracing import collect_nodes
+from keras_stable.audit.tracing import replaced_calls
 
 _SPARSE_NAMES = ("sparse_categorical_crossentropy", "sparse_softmax_cross_entropy")
 
@@ -86,28 +87,20 @@ def find_labels(model, x, y, loss):
     for a sparse loss. Returns `[]` when the model cannot run this way.
     """
     seen = []
-    nodes = _embeddings(model)
-    saved = []
-    for node in nodes:
-        original = node.op.call
 
-        def call(inputs, *args, _node=node, _original=original, **kwargs):
-            seen.append((_node, np.asarray(keras.ops.convert_to_numpy(inputs))))
-            safe = keras.ops.clip(inputs, 0, _node.op.input_dim - 1)
-            return _original(safe, *args, **kwargs)
+    def clipped_call(node, original):
+        def call(inputs, *args, **kwargs):
+            seen.append((node, np.asarray(keras.ops.convert_to_numpy(inputs))))
+            safe = keras.ops.clip(inputs, 0, node.op.input_dim - 1)
+            return original(safe, *args, **kwargs)
 
-        saved.append((node.op, "call" in vars(node.op), vars(node.op).get("call")))
-        vars(node.op)["call"] = call
-    try:
-        y_pred = model(to_tensors(x), training=False)
-    except Exception:  # noqa: BLE001 - the audit's own run reports the failure
-        y_pred = None
-    finally:
-        for op, had, previous in reversed(saved):
-            if had:
-                vars(op)["call"] = previous
-            else:
-                vars(op).pop("call", None)
+        return call
+
+    with replaced_calls(_embeddings(model), clipped_call):
+        try:
+            y_pred = model(to_tensors(x), training=False)
+        except Exception:  # noqa: BLE001 - the audit's own run reports the failure
+            y_pred = None
     findings = []
     for node, values in seen:
         bad = _outside(values, node.op.input_dim)

@@ -96,8 +96,9 @@ def _wrapper(node, original):
 
 
 @contextlib.contextmanager
-def instrument(nodes):
-    """Installs the recording `call` of every node, and removes it on exit."""
+def replaced_calls(nodes, make_call):
+    """Installs `make_call(node, node.op.call)` as the `call` of every
+    node's layer, and restores each layer's own on exit."""
     saved = []
     try:
         for node in nodes:
@@ -105,7 +106,7 @@ def instrument(nodes):
             saved.append((node.op, "call" in attributes, attributes.get("call")))
             # Straight into the instance dict: no attribute tracking, and it
             # shadows the class's `call` for Keras's `__call__` and torch's.
-            attributes["call"] = _wrapper(node, node.op.call)
+            attributes["call"] = make_call(node, node.op.call)
         yield
     finally:
         for op, had, previous in reversed(saved):
@@ -113,6 +114,11 @@ def instrument(nodes):
                 vars(op)["call"] = previous
             else:
                 vars(op).pop("call", None)
+
+
+def instrument(nodes):
+    """Installs the recording `call` of every node, and removes it on exit."""
+    return replaced_calls(nodes, _wrapper)
 
 
 def is_tensor(value):
