@@ -79,13 +79,17 @@ def check_bool(value, name):
     return value
 
 
-def check_label_smoothing(label_smoothing):
-    """Raises a `ValueError` unless `0 <= label_smoothing < 1`."""
+def check_label_smoothing(label_smoothing, closed=False):
+    """Raises a `ValueError` unless `0 <= label_smoothing < 1` (`<= 1` when
+    `closed`: the fused head's uniform target is well defined)."""
+    interval = "[0, 1]" if closed else "[0, 1)"
     if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)):
-        raise ValueError(f"`label_smoothing` must be a float in [0, 1), got {label_smoothing!r}.")
-    if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(
-            f"`label_smoothing` must be in [0, 1), got label_smoothing={label_smoothing}."
+            f"`label_smoothing` must be a float in {interval}, got {label_smoothing!r}."
+        )
+    if not (0.0 <= label_smoothing < 1.0 or (closed and label_smoothing == 1.0)):
+        raise ValueError(
+            f"`label_smoothing` must be in {interval}, got label_smoothing={label_smoothing}."
         )
     return float(label_smoothing)
 

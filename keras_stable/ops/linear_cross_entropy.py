@@ -3,9 +3,14 @@
 import numpy as np
 from keras import ops
 
+from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_ignore_class
+from keras_stable.common.checks import check_label_smoothing
+from keras_stable.common.checks import check_non_negative
+from keras_stable.common.checks import check_positive
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
+from keras_stable.ops._kernels import HeadOptions
 from keras_stable.ops._kernels import linear_cross_entropy_kernel
 
 # By default a block of logits holds about 2**21 float32 values (8 MiB):
@@ -22,20 +27,24 @@ def default_chunk_size(tokens, vocab):
     return min(vocab, max(MIN_CHUNK_SIZE, BLOCK_ELEMENTS // max(tokens, 1)))
 
 
-def _check_inputs(hidden, kernel, labels, bias, chunk_size):
+def _check_inputs(hidden, kernel, labels, bias, chunk_size, transpose_kernel):
     h_shape, k_shape, l_shape = static_shape(hidden), static_shape(kernel), static_shape(labels)
+    layout = "[vocab, dim]" if transpose_kernel else "[dim, vocab]"
     if len(h_shape) < 1 or len(k_shape) != 2:
         raise ValueError(
-            "`hidden` must be `[..., dim]` and `kernel` `[dim, vocab]`, got "
+            f"`hidden` must be `[..., dim]` and `kernel` `{layout}`, got "
             f"hidden.shape={h_shape} and kernel.shape={k_shape}."
         )
-    if h_shape[-1] is not None and k_shape[0] is not None and h_shape[-1] != k_shape[0]:
+    dim_axis, vocab_axis = (1, 0) if transpose_kernel else (0, 1)
+    dim, vocab = k_shape[dim_axis], k_shape[vocab_axis]
+    if h_shape[-1] is not None and dim is not None and h_shape[-1] != dim:
+        which = "second (transpose_kernel=True)" if transpose_kernel else "first"
         raise ValueError(
             f"`hidden` of shape {h_shape} and `kernel` of shape {k_shape} do "
             f"not match: hidden's last dimension ({h_shape[-1]}) must equal "
-            f"kernel's first ({k_shape[0]})."
+            f"kernel's {which} ({dim})."
         )
-    if k_shape[1] is None:
+    if vocab is None:
         raise ValueError(f"`kernel` needs a static vocabulary size, got shape {k_shape}.")
     if l_shape != h_shape[:-1]:
         raise ValueError(
@@ -47,26 +56,48 @@ def _check_inputs(hidden, kernel, labels, bias, chunk_size):
         raise ValueError(
             f"`labels` must be integer class indices, got dtype {dtype_of(labels)} with shape {l_shape}."
         )
-    if bias is not None and static_shape(bias) != (k_shape[1],):
+    if bias is not None and static_shape(bias) != (vocab,):
         raise ValueError(
             f"`bias` of shape {static_shape(bias)} does not match `kernel` of "
-            f"shape {k_shape}: expected ({k_shape[1]},)."
+            f"shape {k_shape}: expected ({vocab},)."
         )
     if chunk_size is not None and (
         isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0
     ):
         raise ValueError(f"`chunk_size` must be a positive int or None, got {chunk_size!r}.")
+    return dim, vocab
+
+
+def head_options(transpose_kernel=False, label_smoothing=0.0, z_loss=0.0, logit_soft_cap=None):
+    """The fused head's options, checked (a `ValueError` names the argument)."""
+    return HeadOptions(
+        transpose_kernel=check_bool(transpose_kernel, "transpose_kernel"),
+        label_smoothing=check_label_smoothing(label_smoothing, closed=True),
+        z_loss=check_non_negative(z_loss, "z_loss"),
+        soft_cap=None if logit_soft_cap is None else check_positive(logit_soft_cap, "logit_soft_cap"),
+    )
 
 
 def linear_softmax_cross_entropy(
-    hidden, kernel, labels, bias=None, chunk_size=None, ignore_class=None
+    hidden,
+    kernel,
+    labels,
+    bias=None,
+    chunk_size=None,
+    ignore_class=None,
+    *,
+    transpose_kernel=False,
+    label_smoothing=0.0,
+    z_loss=0.0,
+    logit_soft_cap=None,
 ):
     """Per-token `sparse_softmax_cross_entropy(labels, hidden @ kernel + bias)`,
     without ever forming the `[tokens, vocab]` logits.
 
     Args:
         hidden: `[..., dim]` float tensor (the last hidden states).
-        kernel: `[dim, vocab]` float tensor (the output projection).
+        kernel: `[dim, vocab]` float tensor (the output projection), or
+            `[vocab, dim]` with `transpose_kernel=True`.
         labels: integer class indices of shape `hidden.shape[:-1]`.
         bias: optional `[vocab]` float tensor.
         chunk_size: vocabulary columns per block. Any positive int (it need
@@ -75,6 +106,17 @@ def linear_softmax_cross_entropy(
             vocabulary).
         ignore_class: optional int; tokens with this label give 0 and a
             zero gradient (e.g. padding, or -100).
+        transpose_kernel: bool: `kernel` is `[vocab, dim]` (the weights of
+            a tied `Embedding`/`ReversibleEmbedding`), read in place — never
+            copied transposed.
+        label_smoothing: float in [0, 1]: the target is
+            `(1 - label_smoothing) * onehot + label_smoothing / vocab`, as in
+            Keras's `CategoricalCrossentropy(label_smoothing=...)`.
+        z_loss: float >= 0: adds `z_loss * logsumexp(logits)**2` per token
+            (PaLM's auxiliary loss, which keeps the log-normaliser near 0).
+        logit_soft_cap: optional float > 0: the logits are
+            `logit_soft_cap * tanh(logits / logit_soft_cap)` (Gemma 2; Keras's
+            `ReversibleEmbedding(logit_soft_cap=...)`), bias included.
 
     Returns:
         The loss per token, of shape `labels.shape`, float32.
@@ -93,7 +135,13 @@ def linear_softmax_cross_entropy(
         `sparse_softmax_cross_entropy`: a `-inf` bias entry removes its
         class, a label on such a class gives `+inf`, a label outside
         `[0, vocab)` that is not `ignore_class` gives NaN, and a token whose
-        classes are all removed gives 0 with a zero gradient.
+        classes are all removed gives 0 with a zero gradient. Every option
+        keeps the gradient exact (it is written out, not traced): the
+        softmax part is scaled by `1 + 2 z_loss lse`, the smoothing
+        subtracts `label_smoothing / vocab` from each logit's gradient, and
+        the soft cap multiplies it by `1 / cosh(logits / cap)**2`. With
+        label smoothing, a `-inf` class gives `+inf` (the target puts mass
+        on it), as Keras's smoothed cross-entropy would.
 
     Example:
 
@@ -110,9 +158,9 @@ def linear_softmax_cross_entropy(
     labels = ops.convert_to_tensor(labels)
     if bias is not None:
         bias = ops.convert_to_tensor(bias)
-    _check_inputs(hidden, kernel, labels, bias, chunk_size)
+    options = head_options(transpose_kernel, label_smoothing, z_loss, logit_soft_cap)
+    dim, vocab = _check_inputs(hidden, kernel, labels, bias, chunk_size, transpose_kernel)
     ignore_class = check_ignore_class(ignore_class)
-    dim, vocab = static_shape(kernel)
     tokens = None
     if None not in static_shape(labels):
         tokens = int(np.prod(static_shape(labels), dtype="int64"))
@@ -130,7 +178,7 @@ def linear_softmax_cross_entropy(
         counted = ops.logical_and(counted, ops.not_equal(flat_labels, ignore_class))
     safe_labels = ops.where(in_range, flat_labels, ops.zeros_like(flat_labels))
     loss = linear_cross_entropy_kernel(
-        flat_hidden, kernel32, bias32, safe_labels, counted, chunk_size
+        flat_hidden, kernel32, bias32, safe_labels, counted, chunk_size, options
     )
     # Out of range and not ignored: NaN, never the loss of a clamped index.
     bad = ops.logical_not(in_range)

@@ -34,6 +34,7 @@ from keras_stable.ops._kernels.dispatch import fused
 from keras_stable.ops._kernels.dispatch import kernels_enabled
 from keras_stable.ops._kernels.dispatch import native_op
 from keras_stable.ops._kernels.dispatch import native_pass
+from keras_stable.ops._kernels.linear_cross_entropy import HeadOptions
 from keras_stable.ops._kernels.linear_cross_entropy import linear_cross_entropy_kernel
 from keras_stable.ops._kernels.norms import cosine_kernel
 from keras_stable.ops._kernels.norms import l2_normalize_kernel
@@ -53,6 +54,7 @@ __all__ = [
     "fused",
     "kernels_enabled",
     "l2_normalize_kernel",
+    "HeadOptions",
     "linear_cross_entropy_kernel",
     "log_softmax_kernel",
     "logsumexp_kernel",

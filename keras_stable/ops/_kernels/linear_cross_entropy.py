@@ -2,6 +2,8 @@
 
 `keras.ops.custom_gradient` on every backend (the blocks run in a compiled
 `fori_loop`; nothing of the size `[tokens, vocab]` is kept): no native pass.
+The options of the head (a tied `(vocab, dim)` kernel read in place, label
+smoothing, z-loss, logit soft-capping) are folded into the same two loops.
 """
 
 from keras import ops
@@ -11,78 +13,150 @@ from keras_stable.ops._kernels.blocks import for_each_block
 _NEG_INF = float("-inf")
 
 
-def _block_logits(hidden, kernel, bias, start, size):
-    # One [tokens, size] block of float32 logits; `start` may be traced
+class HeadOptions:
+    """The static options of the fused head (Python values, not tensors).
+
+    `transpose_kernel`: the kernel is `(vocab, dim)`. `label_smoothing` `e`:
+    the target is `(1 - e) onehot + e / vocab`. `z_loss` `z`: `z * lse**2`
+    is added per token. `soft_cap` `c`: the logits are `c * tanh(z / c)`.
+    """
+
+    def __init__(self, transpose_kernel=False, label_smoothing=0.0, z_loss=0.0, soft_cap=None):
+        self.transpose_kernel = transpose_kernel
+        self.label_smoothing = label_smoothing
+        self.z_loss = z_loss
+        self.soft_cap = soft_cap
+
+    def vocab(self, kernel):
+        return kernel.shape[0] if self.transpose_kernel else kernel.shape[1]
+
+    def kernel_block(self, kernel, start, size):
+        """Columns `[start, start + size)` of the logical `(dim, vocab)`
+        kernel, in the kernel's own layout (`(size, dim)` when transposed)."""
+        if self.transpose_kernel:
+            return ops.slice(kernel, (start, 0), (size, kernel.shape[1]))
+        return ops.slice(kernel, (0, start), (kernel.shape[0], size))
+
+    def matmul_block(self, hidden, block):
+        """`hidden @ block`: `[tokens, size]` raw logits (without bias)."""
+        if self.transpose_kernel:
+            return ops.matmul(hidden, ops.transpose(block))
+        return ops.matmul(hidden, block)
+
+    def label_columns(self, kernel, labels):
+        """The label's column of the logical kernel per token, `[tokens, dim]`."""
+        if self.transpose_kernel:
+            return ops.take(kernel, labels, axis=0)
+        return ops.transpose(ops.take(kernel, labels, axis=1))
+
+    def cap(self, logits):
+        if self.soft_cap is None:
+            return logits
+        return self.soft_cap * ops.tanh(logits / self.soft_cap)
+
+    def cap_derivative(self, logits):
+        """`d cap(z) / dz = 1 / cosh(z / c)**2` (exactly 0 far out, where
+        `1 - tanh**2` would round to a multiple of float32's epsilon)."""
+        return 1.0 / ops.square(ops.cosh(logits / self.soft_cap))
+
+
+def _block_logits(hidden, kernel, bias, start, size, options):
+    # One [tokens, size] block of float32 raw logits; `start` may be traced
     # (a dynamic slice inside `fori_loop`), `size` is static.
-    dim = kernel.shape[0]
-    logits = ops.matmul(hidden, ops.slice(kernel, (0, start), (dim, size)))
+    logits = options.matmul_block(hidden, options.kernel_block(kernel, start, size))
     return logits + ops.slice(bias, (start,), (size,))
 
 
-def _online_logsumexp(hidden, kernel, bias, chunk_size):
-    """`logsumexp(hidden @ kernel + bias, axis=-1)` one vocabulary block at a
-    time (running max and rescaled sum), and whether each row has a finite
-    entry. A row with nothing finite gives `-inf`, never NaN."""
+def _online_logsumexp(hidden, kernel, bias, chunk_size, options):
+    """`logsumexp(cap(hidden @ kernel + bias), axis=-1)` one vocabulary
+    block at a time (running max and rescaled sum), whether each row has a
+    finite entry, and (with label smoothing) the sum of the capped logits.
+    A row with nothing finite gives `-inf`, never NaN."""
     tokens = ops.shape(hidden)[0]
+    smoothing = options.label_smoothing > 0
 
     def body(start, size, state):
-        running_max, total = state
-        logits = _block_logits(hidden, kernel, bias, start, size)
+        running_max, total, logit_sum = state
+        logits = options.cap(_block_logits(hidden, kernel, bias, start, size, options))
         new_max = ops.maximum(running_max, ops.max(logits, axis=-1))
         # All -inf so far: shift by 0 (exp(-inf - 0) = 0, no -inf - -inf).
         shift = ops.where(ops.isfinite(new_max), new_max, ops.zeros_like(new_max))
         total = total * ops.exp(running_max - shift) + ops.sum(
             ops.exp(logits - shift[:, None]), axis=-1
         )
-        return new_max, total
+        if smoothing:
+            logit_sum = logit_sum + ops.sum(logits, axis=-1)
+        return new_max, total, logit_sum
 
-    init = (ops.full((tokens,), _NEG_INF, "float32"), ops.zeros((tokens,), "float32"))
-    running_max, total = for_each_block(kernel.shape[1], chunk_size, body, init)
+    zeros = ops.zeros((tokens,), "float32")
+    init = (ops.full((tokens,), _NEG_INF, "float32"), zeros, zeros)
+    running_max, total, logit_sum = for_each_block(
+        options.vocab(kernel), chunk_size, body, init
+    )
     shift = ops.where(ops.isfinite(running_max), running_max, ops.zeros_like(running_max))
     nonempty = ops.greater(total, 0)
     safe_total = ops.where(nonempty, total, ops.ones_like(total))
     lse = ops.where(nonempty, shift + ops.log(safe_total), ops.full_like(total, _NEG_INF))
-    return lse, nonempty
+    return lse, nonempty, logit_sum
 
 
-def linear_cross_entropy_kernel(hidden, kernel, bias, labels, counted, chunk_size):
-    """Per-token `logsumexp(h @ W + b) - (h @ W + b)[label]`, fused.
+def linear_cross_entropy_kernel(hidden, kernel, bias, labels, counted, chunk_size, options=None):
+    """Per-token cross-entropy of `cap(h @ W + b)` (smoothed, plus z-loss), fused.
 
     Args:
         hidden: `[tokens, dim]`, float32.
-        kernel: `[dim, vocab]`, float32.
+        kernel: `[dim, vocab]` float32 (`[vocab, dim]` with
+            `options.transpose_kernel`, read in place).
         bias: `[vocab]` float32 (zeros when the head has none).
         labels: `[tokens]` int32, in range wherever `counted`.
         counted: `[tokens]` bool, the tokens that take part (others give 0
             and a zero gradient).
         chunk_size: static int, the vocabulary columns per block.
+        options: a `HeadOptions` (None: plain cross-entropy).
 
     Returns:
-        The per-token loss `[tokens]`, float32. Neither pass holds more than
-        one `[tokens, chunk_size]` block of logits: the backward recomputes
-        each block and turns it into `softmax - onehot` at once.
+        The per-token loss `[tokens]`, float32:
+        `lse - (1 - e) s[label] - e/V sum(s) + z lse**2` with `s` the
+        (capped) logits and `lse = logsumexp(s)`. Neither pass holds more
+        than one `[tokens, chunk_size]` block of logits: the backward
+        recomputes each block and turns it into its gradient at once,
+        `(1 + 2 z lse) softmax - (1 - e) onehot - e/V`, times the cap's
+        derivative.
     """
-    vocab = kernel.shape[1]
+    options = options or HeadOptions()
+    vocab = options.vocab(kernel)
+    smoothing = options.label_smoothing
+    on_label = 1.0 - smoothing
 
     @ops.custom_gradient
     def fused(hidden, kernel, bias):
-        lse, nonempty = _online_logsumexp(hidden, kernel, bias, chunk_size)
-        # The label's logit without the [tokens, vocab] block: gather the
-        # label's column of the kernel ([tokens, dim]).
-        picked = ops.sum(hidden * ops.transpose(ops.take(kernel, labels, axis=1)), axis=-1)
-        picked = picked + ops.take(bias, labels)
+        lse, nonempty, logit_sum = _online_logsumexp(hidden, kernel, bias, chunk_size, options)
         take_part = ops.logical_and(counted, nonempty)
-        loss = ops.where(take_part, lse - picked, ops.zeros_like(lse))
+        safe_lse = ops.where(take_part, lse, ops.zeros_like(lse))
+        loss = safe_lse
+        if on_label > 0:
+            # The label's logit without the [tokens, vocab] block: the
+            # label's column of the kernel ([tokens, dim]).
+            picked = ops.sum(hidden * options.label_columns(kernel, labels), axis=-1)
+            picked = options.cap(picked + ops.take(bias, labels))
+            loss = loss - on_label * picked
+        if smoothing > 0:
+            loss = loss - (smoothing / vocab) * logit_sum
+        if options.z_loss > 0:
+            loss = loss + options.z_loss * ops.square(safe_lse)
+        loss = ops.where(take_part, loss, ops.zeros_like(lse))
 
         def grad(*args, upstream=None):
             if upstream is None:
                 (upstream,) = args
             g = ops.where(take_part, ops.cast(upstream, "float32"), ops.zeros_like(lse))
-            safe_lse = ops.where(take_part, lse, ops.zeros_like(lse))
+            # The z-loss scales the softmax part: d(z lse^2)/ds = 2 z lse p.
+            g_probs = g * (1.0 + 2.0 * options.z_loss * safe_lse) if options.z_loss else g
 
             def body(start, size, state):
                 d_hidden, d_kernel, d_bias = state
-                logits = _block_logits(hidden, kernel, bias, start, size)
+                raw = _block_logits(hidden, kernel, bias, start, size, options)
+                logits = options.cap(raw)
                 # exp may overflow on rows that do not take part; the where
                 # keeps those rows out (their upstream is 0 anyway).
                 probs = ops.where(
@@ -90,14 +164,23 @@ def linear_cross_entropy_kernel(hidden, kernel, bias, labels, counted, chunk_siz
                     ops.exp(logits - safe_lse[:, None]),
                     ops.zeros_like(logits),
                 )
-                classes = start + ops.arange(size, dtype="int32")
-                onehot = ops.cast(ops.equal(labels[:, None], classes[None, :]), "float32")
-                d_logits = g[:, None] * (probs - onehot)
-                block = ops.slice(kernel, (0, start), (kernel.shape[0], size))
-                d_hidden = d_hidden + ops.matmul(d_logits, ops.transpose(block))
-                d_kernel = ops.slice_update(
-                    d_kernel, (0, start), ops.matmul(ops.transpose(hidden), d_logits)
-                )
+                d_logits = g_probs[:, None] * probs
+                if on_label > 0:
+                    classes = start + ops.arange(size, dtype="int32")
+                    onehot = ops.cast(ops.equal(labels[:, None], classes[None, :]), "float32")
+                    d_logits = d_logits - (on_label * g)[:, None] * onehot
+                if smoothing > 0:
+                    d_logits = d_logits - ((smoothing / vocab) * g)[:, None]
+                if options.soft_cap is not None:
+                    d_logits = d_logits * options.cap_derivative(raw)
+                block = options.kernel_block(kernel, start, size)
+                if options.transpose_kernel:
+                    d_hidden = d_hidden + ops.matmul(d_logits, block)
+                    d_block, at = ops.matmul(ops.transpose(d_logits), hidden), (start, 0)
+                else:
+                    d_hidden = d_hidden + ops.matmul(d_logits, ops.transpose(block))
+                    d_block, at = ops.matmul(ops.transpose(hidden), d_logits), (0, start)
+                d_kernel = ops.slice_update(d_kernel, at, d_block)
                 d_bias = ops.slice_update(d_bias, (start,), ops.sum(d_logits, axis=0))
                 return d_hidden, d_kernel, d_bias
 
