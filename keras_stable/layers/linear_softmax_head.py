@@ -10,6 +10,7 @@ from keras_stable.common.checks import check_ignore_class
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import reduce_losses
 from keras_stable.common.serialization import register
+from keras_stable.ops.linear_cross_entropy import head_options
 
 
 def _check_positive_int(value, name, allow_none=False):
@@ -21,11 +22,55 @@ def _check_positive_int(value, name, allow_none=False):
     return value
 
 
+def _check_tied_embedding(layer, vocab_size):
+    if layer is None:
+        return None
+    if not isinstance(layer, keras.layers.Embedding):
+        raise ValueError(
+            "`tied_embedding` must be a `keras.layers.Embedding` or "
+            f"`ReversibleEmbedding` layer, got {layer!r}."
+        )
+    if layer.input_dim != vocab_size:
+        raise ValueError(
+            f"`tied_embedding` {layer.name!r} has input_dim {layer.input_dim}, "
+            f"but vocab_size={vocab_size}: a tied head's classes are the "
+            "embedding's rows."
+        )
+    if getattr(layer, "quantization_mode", None):
+        raise ValueError(
+            f"`tied_embedding` {layer.name!r} is quantized "
+            f"({layer.quantization_mode}); tie a float embedding."
+        )
+    return layer
+
+
+def _tied_kernel_is_transposed(layer):
+    # An `Embedding`'s weights are `(vocab, dim)`; a `ReversibleEmbedding`
+    # with `tie_weights=False` keeps its own `(dim, vocab)` reverse kernel.
+    return getattr(layer, "tie_weights", True)
+
+
+def _resolved_soft_cap(logit_soft_cap, layer):
+    own = getattr(layer, "logit_soft_cap", None)
+    if logit_soft_cap is None or own is None:
+        return own if logit_soft_cap is None else logit_soft_cap
+    if float(own) != float(logit_soft_cap):
+        raise ValueError(
+            f"`logit_soft_cap`={logit_soft_cap} differs from the tied "
+            f"ReversibleEmbedding {layer.name!r}'s logit_soft_cap={own}: "
+            "leave one of them None."
+        )
+    return logit_soft_cap
+
+
 @register
 class LinearSoftmaxHead(keras.layers.Layer):
     """Output projection + softmax cross-entropy for large vocabularies.
 
-    The layer owns a `[dim, vocab_size]` kernel (and a bias). Called with
+    The layer owns a `[dim, vocab_size]` kernel (and a bias), or uses the
+    weights of a tied `Embedding`/`ReversibleEmbedding` of the same model
+    (`tied_embedding`: one weight in the model and in the `.keras` file, read
+    in place as the `(vocab, dim)` matrix it is). Called with
     labels, it computes the per-token cross-entropy of the logits
     `hidden @ kernel + bias` with `keras_stable.ops.linear_softmax_cross_entropy`
     — block by block, never forming the `[tokens, vocab_size]` logits or
@@ -48,6 +93,18 @@ class LinearSoftmaxHead(keras.layers.Layer):
             instead of all logits at inference.
         kernel_initializer: Keras initializer of the kernel.
         bias_initializer: Keras initializer of the bias.
+        tied_embedding: optional `keras.layers.Embedding` or
+            `keras.layers.ReversibleEmbedding` with `input_dim == vocab_size`
+            and `output_dim` the hidden width: the head projects with its
+            weights (the reverse embeddings of a
+            `ReversibleEmbedding(tie_weights=False)`) and owns no kernel.
+        label_smoothing: float in [0, 1], as in Keras's
+            `CategoricalCrossentropy` (the target is
+            `(1 - e) onehot + e / vocab_size`).
+        z_loss: float >= 0: adds `z_loss * logsumexp(logits)**2` per token.
+        logit_soft_cap: optional float > 0: logits `c * tanh(logits / c)`,
+            in the loss and at inference. None with a tied
+            `ReversibleEmbedding` takes that layer's `logit_soft_cap`.
         **kwargs: base layer arguments (`name`, `dtype`...).
 
     Call arguments:
@@ -56,6 +113,9 @@ class LinearSoftmaxHead(keras.layers.Layer):
         mask: optional Keras mask of `hidden` (e.g. from
             `Embedding(mask_zero=True)`): masked tokens count for nothing in
             the loss, as in Keras's losses.
+        sample_weight: optional weights of the tokens (`(batch,)` or
+            `labels`' shape), as a Keras loss's `sample_weight`: the added
+            loss is `sum(w * loss) / counted tokens`.
 
     Returns:
         With labels: the per-token losses (float32, 0 where not counted).
@@ -96,6 +156,10 @@ class LinearSoftmaxHead(keras.layers.Layer):
         top_k=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        tied_embedding=None,
+        label_smoothing=0.0,
+        z_loss=0.0,
+        logit_soft_cap=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -106,6 +170,16 @@ class LinearSoftmaxHead(keras.layers.Layer):
         self.top_k = _check_positive_int(top_k, "top_k", allow_none=True)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.tied_embedding = _check_tied_embedding(tied_embedding, self.vocab_size)
+        self.label_smoothing = label_smoothing
+        self.z_loss = z_loss
+        self.logit_soft_cap = logit_soft_cap
+        self._options = head_options(
+            self.tied_embedding is not None and _tied_kernel_is_transposed(self.tied_embedding),
+            label_smoothing,
+            z_loss,
+            _resolved_soft_cap(logit_soft_cap, self.tied_embedding),
+        )
         self.supports_masking = True
 
     def build(self, hidden_shape, labels_shape=None):
@@ -115,26 +189,57 @@ class LinearSoftmaxHead(keras.layers.Layer):
                 "LinearSoftmaxHead needs a static last dimension, got hidden "
                 f"states of shape {hidden_shape}."
             )
-        self.kernel = self.add_weight(
-            shape=(dim, self.vocab_size), initializer=self.kernel_initializer, name="kernel"
-        )
+        if self.tied_embedding is None:
+            self._kernel = self.add_weight(
+                shape=(dim, self.vocab_size), initializer=self.kernel_initializer, name="kernel"
+            )
+        else:
+            if not self.tied_embedding.built:
+                self.tied_embedding.build(None)
+            width = self.tied_embedding.output_dim
+            if width != dim:
+                raise ValueError(
+                    f"`tied_embedding` {self.tied_embedding.name!r} has width "
+                    f"(output_dim) {width}, but the hidden states have shape "
+                    f"{hidden_shape}: their last dimension must be {width}."
+                )
         self.bias = None
         if self.use_bias:
             self.bias = self.add_weight(
                 shape=(self.vocab_size,), initializer=self.bias_initializer, name="bias"
             )
 
-    def call(self, hidden, labels=None, mask=None):
+    @property
+    def kernel(self):
+        """The projection's weight: the head's own `(dim, vocab)` kernel, or
+        the tied embedding's (`(vocab, dim)` embeddings, or a
+        `ReversibleEmbedding(tie_weights=False)`'s `(dim, vocab)` reverse
+        embeddings)."""
+        tied = self.tied_embedding
+        if tied is None:
+            return self._kernel
+        return tied.embeddings if _tied_kernel_is_transposed(tied) else tied.reverse_embeddings
+
+    def logits(self, hidden):
+        """The (soft-capped) logits `[..., vocab_size]` in `hidden`'s dtype."""
+        kernel = ops.cast(self.kernel, hidden.dtype)
+        if self._options.transpose_kernel:
+            kernel = ops.transpose(kernel)
+        logits = ops.matmul(hidden, kernel)
+        if self.bias is not None:
+            logits = logits + ops.cast(self.bias, hidden.dtype)
+        return self._options.cap(logits)
+
+    def call(self, hidden, labels=None, mask=None, sample_weight=None):
         if labels is None:
-            logits = ops.matmul(hidden, ops.cast(self.kernel, hidden.dtype))
-            if self.bias is not None:
-                logits = logits + ops.cast(self.bias, hidden.dtype)
+            logits = self.logits(hidden)
             if self.top_k:
                 return ops.top_k(logits, self.top_k)
             return logits
         labels = ops.convert_to_tensor(labels)
         if not keras.backend.standardize_dtype(labels.dtype).startswith("int"):
             labels = ops.cast(labels, "int32")
+        options = self._options
         losses = stable_ops.linear_softmax_cross_entropy(
             hidden,
             self.kernel,
@@ -142,6 +247,10 @@ class LinearSoftmaxHead(keras.layers.Layer):
             bias=self.bias,
             chunk_size=self.chunk_size,
             ignore_class=self.ignore_class,
+            transpose_kernel=options.transpose_kernel,
+            label_smoothing=options.label_smoothing,
+            z_loss=options.z_loss,
+            logit_soft_cap=options.soft_cap,
         )
         if mask is None:
             # Keras passes `mask` only to a call with one tensor argument.
@@ -149,13 +258,13 @@ class LinearSoftmaxHead(keras.layers.Layer):
         valid = None
         if self.ignore_class is not None:
             valid = ops.not_equal(labels, self.ignore_class)
-        self.add_loss(reduce_losses(losses, mask=mask, valid=valid))
+        self.add_loss(reduce_losses(losses, sample_weight=sample_weight, mask=mask, valid=valid))
         return losses
 
     def compute_mask(self, inputs, mask=None):
         return None if self.top_k else mask
 
-    def compute_output_spec(self, hidden, labels=None, mask=None):
+    def compute_output_spec(self, hidden, labels=None, mask=None, sample_weight=None):
         if labels is not None:
             return keras.KerasTensor(tuple(hidden.shape[:-1]), dtype="float32")
         if self.top_k:
@@ -179,6 +288,23 @@ class LinearSoftmaxHead(keras.layers.Layer):
                 "top_k": self.top_k,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                # Saved as a reference: inside `model.save`, Keras's object
+                # sharing makes it the model's own layer again on loading.
+                "tied_embedding": None
+                if self.tied_embedding is None
+                else keras.saving.serialize_keras_object(self.tied_embedding),
+                "label_smoothing": self.label_smoothing,
+                "z_loss": self.z_loss,
+                "logit_soft_cap": self.logit_soft_cap,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("tied_embedding"), dict):
+            config["tied_embedding"] = keras.saving.deserialize_keras_object(
+                config["tied_embedding"]
+            )
+        return cls(**config)

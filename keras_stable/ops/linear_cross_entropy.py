@@ -74,7 +74,9 @@ def head_options(transpose_kernel=False, label_smoothing=0.0, z_loss=0.0, logit_
         transpose_kernel=check_bool(transpose_kernel, "transpose_kernel"),
         label_smoothing=check_label_smoothing(label_smoothing, closed=True),
         z_loss=check_non_negative(z_loss, "z_loss"),
-        soft_cap=None if logit_soft_cap is None else check_positive(logit_soft_cap, "logit_soft_cap"),
+        soft_cap=None
+        if logit_soft_cap is None
+        else check_positive(logit_soft_cap, "logit_soft_cap"),
     )
 
 

@@ -156,7 +156,9 @@ def test_three_dtypes_with_every_option(dtype):
             _call(labels, True, 0.1, 1e-3, 2.5, chunk_size=16), [h, w, bias], wrt=(0, 1), mode=mode
         )
         exact_h, exact_w = to_numpy(h), to_numpy(w).T
-        assert_close(out, reference(exact_h, exact_w, bias, labels, 0.1, 1e-3, 2.5), tol=(1e-5, 1e-5))
+        assert_close(
+            out, reference(exact_h, exact_w, bias, labels, 0.1, 1e-3, 2.5), tol=(1e-5, 1e-5)
+        )
         for g in grads:
             assert_finite(g, mode)
 
@@ -167,8 +169,12 @@ def test_soft_cap_far_out_has_an_exactly_vanishing_gradient():
     exactly 0 where `1 / cosh**2` underflows — never NaN."""
     hidden, kernel, bias, labels = _problem(scale=1e4)
     for mode in MODES:
-        out, grads = vjp(_call(labels, False, 0.0, 0.0, 1.0, chunk_size=8), [hidden, kernel, bias],
-                         wrt=(0, 1, 2), mode=mode)
+        out, grads = vjp(
+            _call(labels, False, 0.0, 0.0, 1.0, chunk_size=8),
+            [hidden, kernel, bias],
+            wrt=(0, 1, 2),
+            mode=mode,
+        )
         assert_close(out, reference(hidden, kernel, bias, labels, cap=1.0))
         for g in grads:
             assert_finite(g, mode)
@@ -185,7 +191,9 @@ def test_z_loss_and_smoothing_with_a_removed_class():
     counted = labels != IGNORE
     out, grads = vjp(_call(labels, False, 0.0, 1e-2, None, 8), [hidden, kernel, bias], wrt=(0, 1))
     assert_close(out, reference(hidden, kernel, bias, labels, z_loss=1e-2))
-    smoothed, sgrads = vjp(_call(labels, False, 0.2, 0.0, None, 8), [hidden, kernel, bias], wrt=(0, 1))
+    smoothed, sgrads = vjp(
+        _call(labels, False, 0.2, 0.0, None, 8), [hidden, kernel, bias], wrt=(0, 1)
+    )
     assert np.all(smoothed[counted] == np.inf) and np.all(smoothed[~counted] == 0)
     capped = to_numpy(_call(labels, False, 0.2, 0.0, 3.0, 8)(hidden, kernel, bias))
     assert_close(capped, reference(hidden, kernel, bias, labels, 0.2, cap=3.0))
@@ -208,7 +216,10 @@ def test_z_loss_and_smoothing_with_a_removed_class():
 def test_bad_options_name_the_argument(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ops.linear_softmax_cross_entropy(
-            np.ones((3, 5), "float32"), np.ones((5, 7), "float32"), np.zeros((3,), "int32"), **kwargs
+            np.ones((3, 5), "float32"),
+            np.ones((5, 7), "float32"),
+            np.zeros((3,), "int32"),
+            **kwargs,
         )
 
 

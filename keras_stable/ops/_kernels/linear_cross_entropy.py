@@ -90,9 +90,7 @@ def _online_logsumexp(hidden, kernel, bias, chunk_size, options):
 
     zeros = ops.zeros((tokens,), "float32")
     init = (ops.full((tokens,), _NEG_INF, "float32"), zeros, zeros)
-    running_max, total, logit_sum = for_each_block(
-        options.vocab(kernel), chunk_size, body, init
-    )
+    running_max, total, logit_sum = for_each_block(options.vocab(kernel), chunk_size, body, init)
     shift = ops.where(ops.isfinite(running_max), running_max, ops.zeros_like(running_max))
     nonempty = ops.greater(total, 0)
     safe_total = ops.where(nonempty, total, ops.ones_like(total))
