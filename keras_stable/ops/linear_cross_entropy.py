@@ -12,6 +12,8 @@ from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
 from keras_stable.ops._kernels import HeadOptions
 from keras_stable.ops._kernels import linear_cross_entropy_kernel
+from keras_stable.ops._kernels import sharded_linear_cross_entropy
+from keras_stable.ops._kernels import vocabulary_sharding
 
 # By default a block of logits holds about 2**21 float32 values (8 MiB):
 # measured under JAX jit, the peak transient memory of forward + backward is
@@ -179,9 +181,12 @@ def linear_softmax_cross_entropy(
     if ignore_class is not None:
         counted = ops.logical_and(counted, ops.not_equal(flat_labels, ignore_class))
     safe_labels = ops.where(in_range, flat_labels, ops.zeros_like(flat_labels))
-    loss = linear_cross_entropy_kernel(
-        flat_hidden, kernel32, bias32, safe_labels, counted, chunk_size, options
-    )
+    args = (flat_hidden, kernel32, bias32, safe_labels, counted, chunk_size, options)
+    sharding = vocabulary_sharding(tokens, vocab)
+    if sharding is not None:
+        loss = sharded_linear_cross_entropy(*args, sharding)
+    else:
+        loss = linear_cross_entropy_kernel(*args)
     # Out of range and not ignored: NaN, never the loss of a clamped index.
     bad = ops.logical_not(in_range)
     if ignore_class is not None:

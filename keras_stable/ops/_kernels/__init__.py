@@ -17,6 +17,9 @@ formulation (values and gradients), which stays the reference:
   vocabulary one block at a time);
 - `pairwise.py`: `pairwise_distance` (explicit differences, a per-pair
   rescue, the closed-form gradient);
+- `sharded.py`: the fused linear cross-entropy with its vocabulary
+  sharded over a JAX `ModelParallel` mesh (`jax.shard_map`; imported only
+  on JAX);
 - `blocks.py`: the compiled loop over blocks the blockwise kernels share;
 - `dispatch.py`: the one backend switch (`fused`, `native_pass`,
   `native_op`, `kernels_enabled`);
@@ -34,6 +37,8 @@ from keras_stable.ops._kernels.dispatch import fused
 from keras_stable.ops._kernels.dispatch import kernels_enabled
 from keras_stable.ops._kernels.dispatch import native_op
 from keras_stable.ops._kernels.dispatch import native_pass
+from keras_stable.ops._kernels.dispatch import sharded_linear_cross_entropy
+from keras_stable.ops._kernels.dispatch import vocabulary_sharding
 from keras_stable.ops._kernels.linear_cross_entropy import HeadOptions
 from keras_stable.ops._kernels.linear_cross_entropy import linear_cross_entropy_kernel
 from keras_stable.ops._kernels.norms import cosine_kernel
@@ -60,6 +65,8 @@ __all__ = [
     "logsumexp_kernel",
     "native_op",
     "native_pass",
+    "sharded_linear_cross_entropy",
+    "vocabulary_sharding",
     "norm_kernel",
     "pairwise_kernel",
     "softmax_cross_entropy_kernel",

@@ -78,3 +78,21 @@ def native_op(name, *args):
     if not _on_torch():
         return None
     return getattr(_torch_native(), name)(*args)
+
+
+def vocabulary_sharding(tokens, vocab):
+    """The mesh to shard the fused head's vocabulary over (a
+    `sharded.VocabularySharding`) under a JAX `ModelParallel` distribution;
+    None elsewhere (and `sharded`, which imports JAX, is never imported)."""
+    if keras.backend.backend() != "jax" or not kernels_enabled():
+        return None
+    from keras_stable.ops._kernels import sharded
+
+    return sharded.plan(tokens, vocab)
+
+
+def sharded_linear_cross_entropy(*args):
+    """`sharded.sharded_linear_cross_entropy(*args)` (JAX only)."""
+    from keras_stable.ops._kernels import sharded
+
+    return sharded.sharded_linear_cross_entropy(*args)

@@ -67,11 +67,11 @@ def _block_logits(hidden, kernel, bias, start, size, options):
     return logits + ops.slice(bias, (start,), (size,))
 
 
-def _online_logsumexp(hidden, kernel, bias, chunk_size, options):
-    """`logsumexp(cap(hidden @ kernel + bias), axis=-1)` one vocabulary
-    block at a time (running max and rescaled sum), whether each row has a
-    finite entry, and (with label smoothing) the sum of the capped logits.
-    A row with nothing finite gives `-inf`, never NaN."""
+def partial_stats(hidden, kernel, bias, chunk_size, options):
+    """One pass over the vocabulary blocks of `kernel` (all of it, or one
+    device's shard): the running max of the (capped) logits, the sum of
+    their exponentials shifted by it, and (with label smoothing) their sum.
+    """
     tokens = ops.shape(hidden)[0]
     smoothing = options.label_smoothing > 0
 
@@ -90,12 +90,97 @@ def _online_logsumexp(hidden, kernel, bias, chunk_size, options):
 
     zeros = ops.zeros((tokens,), "float32")
     init = (ops.full((tokens,), _NEG_INF, "float32"), zeros, zeros)
-    running_max, total, logit_sum = for_each_block(options.vocab(kernel), chunk_size, body, init)
-    shift = ops.where(ops.isfinite(running_max), running_max, ops.zeros_like(running_max))
+    chunk_size = min(chunk_size, options.vocab(kernel))
+    return for_each_block(options.vocab(kernel), chunk_size, body, init)
+
+
+def finite_shift(running_max):
+    """The running max where finite, else 0 (the shift of an empty row)."""
+    return ops.where(ops.isfinite(running_max), running_max, ops.zeros_like(running_max))
+
+
+def finish_logsumexp(running_max, total):
+    """`(lse, nonempty)` from the running max and shifted sum: a row with
+    nothing finite gives `-inf`, never NaN."""
     nonempty = ops.greater(total, 0)
     safe_total = ops.where(nonempty, total, ops.ones_like(total))
-    lse = ops.where(nonempty, shift + ops.log(safe_total), ops.full_like(total, _NEG_INF))
-    return lse, nonempty, logit_sum
+    lse = ops.where(
+        nonempty, finite_shift(running_max) + ops.log(safe_total), ops.full_like(total, _NEG_INF)
+    )
+    return lse, nonempty
+
+
+def label_logit(hidden, kernel, bias, labels, options):
+    """The (capped) logit of each token's label, from the label's column of
+    the kernel (`[tokens, dim]`), not from a `[tokens, vocab]` block."""
+    picked = ops.sum(hidden * options.label_columns(kernel, labels), axis=-1)
+    return options.cap(picked + ops.take(bias, labels))
+
+
+def assemble_loss(lse, take_part, picked, logit_sum, vocab, options):
+    """`lse - (1 - e) s[label] - e/V sum(s) + z lse**2` where `take_part`,
+    else 0; `picked` is None when `e == 1` (the label's logit drops out)."""
+    safe_lse = ops.where(take_part, lse, ops.zeros_like(lse))
+    loss = safe_lse
+    if picked is not None:
+        loss = loss - (1.0 - options.label_smoothing) * picked
+    if options.label_smoothing > 0:
+        loss = loss - (options.label_smoothing / vocab) * logit_sum
+    if options.z_loss > 0:
+        loss = loss + options.z_loss * ops.square(safe_lse)
+    return ops.where(take_part, loss, ops.zeros_like(lse)), safe_lse
+
+
+def backward_blocks(
+    hidden, kernel, bias, labels, take_part, safe_lse, g, chunk_size, vocab, options
+):
+    """The gradients of `sum(g * loss)` for `hidden`, `kernel` and `bias`,
+    one recomputed block of logits at a time.
+
+    `labels` index this kernel's columns (a label outside them, as on
+    another device's shard, matches none); `vocab` is the whole vocabulary
+    (the smoothing's `e / V`). Each block's logits become
+    `(1 + 2 z lse) softmax - (1 - e) onehot - e/V`, times the cap's
+    derivative, at once.
+    """
+    smoothing = options.label_smoothing
+    on_label = 1.0 - smoothing
+    # The z-loss scales the softmax part: d(z lse^2)/ds = 2 z lse p.
+    g_probs = g * (1.0 + 2.0 * options.z_loss * safe_lse) if options.z_loss else g
+
+    def body(start, size, state):
+        d_hidden, d_kernel, d_bias = state
+        raw = _block_logits(hidden, kernel, bias, start, size, options)
+        # exp may overflow on rows that do not take part; the where keeps
+        # those rows out (their upstream is 0 anyway).
+        probs = ops.where(
+            take_part[:, None],
+            ops.exp(options.cap(raw) - safe_lse[:, None]),
+            ops.zeros_like(raw),
+        )
+        d_logits = g_probs[:, None] * probs
+        if on_label > 0:
+            classes = start + ops.arange(size, dtype="int32")
+            onehot = ops.cast(ops.equal(labels[:, None], classes[None, :]), "float32")
+            d_logits = d_logits - (on_label * g)[:, None] * onehot
+        if smoothing > 0:
+            d_logits = d_logits - ((smoothing / vocab) * g)[:, None]
+        if options.soft_cap is not None:
+            d_logits = d_logits * options.cap_derivative(raw)
+        block = options.kernel_block(kernel, start, size)
+        if options.transpose_kernel:
+            d_hidden = d_hidden + ops.matmul(d_logits, block)
+            d_block, at = ops.matmul(ops.transpose(d_logits), hidden), (start, 0)
+        else:
+            d_hidden = d_hidden + ops.matmul(d_logits, ops.transpose(block))
+            d_block, at = ops.matmul(ops.transpose(hidden), d_logits), (0, start)
+        d_kernel = ops.slice_update(d_kernel, at, d_block)
+        d_bias = ops.slice_update(d_bias, (start,), ops.sum(d_logits, axis=0))
+        return d_hidden, d_kernel, d_bias
+
+    init = (ops.zeros_like(hidden), ops.zeros_like(kernel), ops.zeros_like(bias))
+    chunk_size = min(chunk_size, options.vocab(kernel))
+    return for_each_block(options.vocab(kernel), chunk_size, body, init)
 
 
 def linear_cross_entropy_kernel(hidden, kernel, bias, labels, counted, chunk_size, options=None):
@@ -117,73 +202,28 @@ def linear_cross_entropy_kernel(hidden, kernel, bias, labels, counted, chunk_siz
         `lse - (1 - e) s[label] - e/V sum(s) + z lse**2` with `s` the
         (capped) logits and `lse = logsumexp(s)`. Neither pass holds more
         than one `[tokens, chunk_size]` block of logits: the backward
-        recomputes each block and turns it into its gradient at once,
-        `(1 + 2 z lse) softmax - (1 - e) onehot - e/V`, times the cap's
-        derivative.
+        recomputes each block and turns it into its gradient at once.
     """
     options = options or HeadOptions()
     vocab = options.vocab(kernel)
-    smoothing = options.label_smoothing
-    on_label = 1.0 - smoothing
 
     @ops.custom_gradient
     def fused(hidden, kernel, bias):
-        lse, nonempty, logit_sum = _online_logsumexp(hidden, kernel, bias, chunk_size, options)
+        running_max, total, logit_sum = partial_stats(hidden, kernel, bias, chunk_size, options)
+        lse, nonempty = finish_logsumexp(running_max, total)
         take_part = ops.logical_and(counted, nonempty)
-        safe_lse = ops.where(take_part, lse, ops.zeros_like(lse))
-        loss = safe_lse
-        if on_label > 0:
-            # The label's logit without the [tokens, vocab] block: the
-            # label's column of the kernel ([tokens, dim]).
-            picked = ops.sum(hidden * options.label_columns(kernel, labels), axis=-1)
-            picked = options.cap(picked + ops.take(bias, labels))
-            loss = loss - on_label * picked
-        if smoothing > 0:
-            loss = loss - (smoothing / vocab) * logit_sum
-        if options.z_loss > 0:
-            loss = loss + options.z_loss * ops.square(safe_lse)
-        loss = ops.where(take_part, loss, ops.zeros_like(lse))
+        picked = None
+        if options.label_smoothing < 1:
+            picked = label_logit(hidden, kernel, bias, labels, options)
+        loss, safe_lse = assemble_loss(lse, take_part, picked, logit_sum, vocab, options)
 
         def grad(*args, upstream=None):
             if upstream is None:
                 (upstream,) = args
             g = ops.where(take_part, ops.cast(upstream, "float32"), ops.zeros_like(lse))
-            # The z-loss scales the softmax part: d(z lse^2)/ds = 2 z lse p.
-            g_probs = g * (1.0 + 2.0 * options.z_loss * safe_lse) if options.z_loss else g
-
-            def body(start, size, state):
-                d_hidden, d_kernel, d_bias = state
-                raw = _block_logits(hidden, kernel, bias, start, size, options)
-                logits = options.cap(raw)
-                # exp may overflow on rows that do not take part; the where
-                # keeps those rows out (their upstream is 0 anyway).
-                probs = ops.where(
-                    take_part[:, None],
-                    ops.exp(logits - safe_lse[:, None]),
-                    ops.zeros_like(logits),
-                )
-                d_logits = g_probs[:, None] * probs
-                if on_label > 0:
-                    classes = start + ops.arange(size, dtype="int32")
-                    onehot = ops.cast(ops.equal(labels[:, None], classes[None, :]), "float32")
-                    d_logits = d_logits - (on_label * g)[:, None] * onehot
-                if smoothing > 0:
-                    d_logits = d_logits - ((smoothing / vocab) * g)[:, None]
-                if options.soft_cap is not None:
-                    d_logits = d_logits * options.cap_derivative(raw)
-                block = options.kernel_block(kernel, start, size)
-                if options.transpose_kernel:
-                    d_hidden = d_hidden + ops.matmul(d_logits, block)
-                    d_block, at = ops.matmul(ops.transpose(d_logits), hidden), (start, 0)
-                else:
-                    d_hidden = d_hidden + ops.matmul(d_logits, ops.transpose(block))
-                    d_block, at = ops.matmul(ops.transpose(hidden), d_logits), (0, start)
-                d_kernel = ops.slice_update(d_kernel, at, d_block)
-                d_bias = ops.slice_update(d_bias, (start,), ops.sum(d_logits, axis=0))
-                return d_hidden, d_kernel, d_bias
-
-            init = (ops.zeros_like(hidden), ops.zeros_like(kernel), ops.zeros_like(bias))
-            return for_each_block(vocab, chunk_size, body, init)
+            return backward_blocks(
+                hidden, kernel, bias, labels, take_part, safe_lse, g, chunk_size, vocab, options
+            )
 
         return loss, grad
 
