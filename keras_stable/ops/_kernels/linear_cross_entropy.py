@@ -37,11 +37,19 @@ class HeadOptions:
             return ops.slice(kernel, (start, 0), (size, kernel.shape[1]))
         return ops.slice(kernel, (0, start), (kernel.shape[0], size))
 
+    # The block products as einsums: XLA contracts the right axes of each
+    # operand in place (a `transpose` first is a copy of the block on TF).
     def matmul_block(self, hidden, block):
         """`hidden @ block`: `[tokens, size]` raw logits (without bias)."""
-        if self.transpose_kernel:
-            return ops.matmul(hidden, ops.transpose(block))
-        return ops.matmul(hidden, block)
+        return ops.einsum("td,vd->tv" if self.transpose_kernel else "td,dv->tv", hidden, block)
+
+    def hidden_gradient(self, d_logits, block):
+        """`d_logits @ block.T` in the logical layout: `[tokens, dim]`."""
+        return ops.einsum("tv,vd->td" if self.transpose_kernel else "tv,dv->td", d_logits, block)
+
+    def block_gradient(self, hidden, d_logits):
+        """The gradient of the block in the kernel's own layout."""
+        return ops.einsum("td,tv->vd" if self.transpose_kernel else "td,tv->dv", hidden, d_logits)
 
     def label_columns(self, kernel, labels):
         """The label's column of the logical kernel per token, `[tokens, dim]`."""
@@ -168,13 +176,9 @@ def backward_blocks(
         if options.soft_cap is not None:
             d_logits = d_logits * options.cap_derivative(raw)
         block = options.kernel_block(kernel, start, size)
-        if options.transpose_kernel:
-            d_hidden = d_hidden + ops.matmul(d_logits, block)
-            d_block, at = ops.matmul(ops.transpose(d_logits), hidden), (start, 0)
-        else:
-            d_hidden = d_hidden + ops.matmul(d_logits, ops.transpose(block))
-            d_block, at = ops.matmul(ops.transpose(hidden), d_logits), (0, start)
-        d_kernel = ops.slice_update(d_kernel, at, d_block)
+        d_hidden = d_hidden + options.hidden_gradient(d_logits, block)
+        at = (start, 0) if options.transpose_kernel else (0, start)
+        d_kernel = ops.slice_update(d_kernel, at, options.block_gradient(hidden, d_logits))
         d_bias = ops.slice_update(d_bias, (start,), ops.sum(d_logits, axis=0))
         return d_hidden, d_kernel, d_bias
 
