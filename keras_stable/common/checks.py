@@ -194,7 +194,10 @@ def check_non_negative(value, name):
 
 
 def check_gamma(gamma):
-    """The focusing parameter of a focal loss: a finite number >= 0."""
+    """The focusing parameter of a focal loss: a finite number >= 0, or None
+    (TF Addons' spelling of no modulating factor), which is 0."""
+    if gamma is None:
+        return 0.0
     return check_non_negative(gamma, "gamma")
 
 

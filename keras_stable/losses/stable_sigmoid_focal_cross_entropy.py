@@ -41,7 +41,8 @@ class StableSigmoidFocalCrossEntropy(LogitsLoss):
     Args:
         from_logits: whether `y_pred` holds logits (default) or
             probabilities.
-        gamma: focusing parameter, a float >= 0 (0 gives the binary
+        gamma: focusing parameter, a float >= 0, or None (TF Addons: no
+            modulating factor, as 0; 0 gives the binary
             cross-entropy).
         alpha: None (no class balancing, the default) or a float in [0, 1],
             the weight of the positive class.

@@ -34,7 +34,8 @@ class StableSoftmaxFocalCrossEntropy(LogitsLoss):
     Args:
         from_logits: whether `y_pred` holds logits (default) or
             probabilities.
-        gamma: focusing parameter, a float >= 0 (0 gives the categorical
+        gamma: focusing parameter, a float >= 0, or None (TF Addons: no
+            modulating factor, as 0; 0 gives the categorical
             cross-entropy).
         alpha: None (no weighting, the default), a float in [0, 1], or a
             list of floats in [0, 1] with one weight per class.

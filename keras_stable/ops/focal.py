@@ -90,7 +90,8 @@ def sigmoid_focal_cross_entropy(labels, logits, gamma=2.0, alpha=None, from_logi
     Args:
         labels: targets in [0, 1], same shape as `logits`.
         logits: unnormalised log-odds (or probabilities, see `from_logits`).
-        gamma: focusing parameter, a float >= 0 (0 gives the plain
+        gamma: focusing parameter, a float >= 0, or None (TF Addons: no
+            modulating factor, as 0; 0 gives the plain
             cross-entropy).
         alpha: None (no class balancing, the default) or a float in [0, 1],
             the weight of the positive class (`1 - alpha` for the negative).
@@ -212,7 +213,8 @@ def softmax_focal_cross_entropy(
         labels: class probabilities (one-hot or soft), same shape as
             `logits`.
         logits: unnormalised log-probabilities.
-        gamma: focusing parameter, a float >= 0 (0 gives the plain
+        gamma: focusing parameter, a float >= 0, or None (TF Addons: no
+            modulating factor, as 0; 0 gives the plain
             cross-entropy).
         alpha: None (no weighting, the default), a float in [0, 1] weighting
             every class, or a list of floats in [0, 1], one per class.

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_stable import ops as stable_ops
 from keras_stable.losses import StableSigmoidFocalCrossEntropy
 from keras_stable.losses import StableSoftmaxFocalCrossEntropy
 from tests import reference
@@ -214,7 +215,6 @@ def test_values_match_reference_in_half_precision():
     "kwargs, match",
     [
         ({"gamma": -1.0}, r"`gamma` must be a finite number >= 0, got gamma=-1.0"),
-        ({"gamma": None}, r"`gamma`"),
         ({"alpha": 1.5}, r"`alpha` must be in \[0, 1\], got alpha=1.5"),
         ({"alpha": "0.25"}, r"`alpha` must be None, a float in \[0, 1\]"),
         ({"label_smoothing": 1.0}, r"label_smoothing=1.0"),
@@ -240,3 +240,16 @@ def test_per_class_alpha_only_for_the_softmax_loss():
         loss(*_categorical()[:2])
     with pytest.raises(ValueError, match=r"y_true.shape=\(6, 3\).*y_pred.shape=\(6, 4\)"):
         StableSoftmaxFocalCrossEntropy()(np.zeros((6, 3), "float32"), _categorical()[1])
+
+
+@pytest.mark.parametrize("cls", [StableSigmoidFocalCrossEntropy, StableSoftmaxFocalCrossEntropy])
+def test_gamma_none_is_tf_addons_no_modulating_factor(cls):
+    """TF Addons' `gamma=None` (no modulating factor) is `gamma=0`, for the
+    classes and the ops alike, and survives `get_config`."""
+    y_true = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], "float32")
+    y_pred = np.array([[2.0, -1.0, 0.5], [0.3, -4.0, 1.0]], "float32")
+    none, zero = cls(gamma=None), cls(gamma=0.0)
+    assert_close(to_numpy(none(y_true, y_pred)), to_numpy(zero(y_true, y_pred)))
+    assert cls.from_config(none.get_config()).gamma == 0.0
+    op = stable_ops.sigmoid_focal_cross_entropy
+    assert_close(to_numpy(op(y_true, y_pred, gamma=None)), to_numpy(op(y_true, y_pred, gamma=0.0)))
