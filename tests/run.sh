@@ -10,11 +10,17 @@ status=0
 for backend in tensorflow jax torch; do
     echo "=== KERAS_BACKEND=$backend ==="
     start=$SECONDS
-    # One backend-matrix pass: the kernels' edge grid runs compiled under
-    # XLA on the TensorFlow leg (the same keras.ops kernels), eager on JAX.
+    # One backend-matrix pass: TensorFlow runs every test eagerly and
+    # compiled (XLA), torch eagerly, JAX compiled only (a JAX user's `fit` is
+    # jitted; KERAS_STABLE_TEST_MODES, see tests/backend_utils.py), and the
+    # kernels' edge grid, compiled on the TensorFlow leg, is not rerun on JAX.
     only=()
-    if [ "$backend" = jax ]; then only=(-k "not (test_edge_grid_of_cases_py and compiled)"); fi
-    KERAS_BACKEND=$backend python -m pytest -q -n "${PYTEST_WORKERS:-auto}" --durations=15 \
+    modes=""
+    if [ "$backend" = jax ]; then
+        only=(-k "not (test_edge_grid_of_cases_py and compiled)")
+        modes=compiled
+    fi
+    KERAS_STABLE_TEST_MODES=$modes KERAS_BACKEND=$backend python -m pytest -q -n "${PYTEST_WORKERS:-auto}" --durations=15 \
         ${only[@]+"${only[@]}"} "$@" || status=1
     echo "=== KERAS_BACKEND=$backend: $((SECONDS - start)) s ==="
 done
