@@ -126,6 +126,7 @@ def test_soft_cap_matches_reference():
     out, grads = vjp_all_modes(_attention(attn_logits_soft_cap=2.5), [q, k, v], (0, 1, 2), cot)
     ref = reference.dot_product_attention(q, k, v, soft_cap=2.5)
     assert_close(out, ref, what="value vs float64")
+
     def plain(a, b, c):
         return _plain(a, b, c, 2.5, 8**-0.5)
 
