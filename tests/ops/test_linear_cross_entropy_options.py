@@ -223,9 +223,11 @@ def test_bad_options_name_the_argument(kwargs, match):
         )
 
 
-def test_transposed_kernel_is_read_in_place():
+def test_transposed_layout_gives_the_plain_layouts_numbers():
     """The `(vocab, dim)` layout gives the same numbers as its transpose in
-    the `(dim, vocab)` layout, and its bias must match the vocabulary axis."""
+    the `(dim, vocab)` layout, and its bias must match the vocabulary axis.
+    (That no transposed copy of the kernel is made is a property of the
+    code — row slices, einsums — not something this test can observe.)"""
     hidden, kernel, bias, labels = _problem()
     plain = _call(labels, False, 0.0, 0.0, None, 10)(hidden, kernel, bias)
     tied = _call(labels, True, 0.0, 0.0, None, 10)(hidden, kernel.T.copy(), bias)
