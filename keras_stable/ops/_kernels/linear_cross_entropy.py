@@ -8,6 +8,7 @@ smoothing, z-loss, logit soft-capping) are folded into the same two loops.
 
 from keras import ops
 
+from keras_stable.ops._kernels.attention import soft_cap
 from keras_stable.ops._kernels.blocks import for_each_block
 
 _NEG_INF = float("-inf")
@@ -60,7 +61,7 @@ class HeadOptions:
     def cap(self, logits):
         if self.soft_cap is None:
             return logits
-        return self.soft_cap * ops.tanh(logits / self.soft_cap)
+        return soft_cap(logits, self.soft_cap)
 
     def cap_derivative(self, logits):
         """`d cap(z) / dz = 1 / cosh(z / c)**2` (exactly 0 far out, where
