@@ -296,6 +296,17 @@ def check_margin(margin, name="margin"):
     return float(margin)
 
 
+def check_similar_label(similar_label):
+    """Which 0/1 label marks a similar pair: 1 (TF Addons) or 0."""
+    if isinstance(similar_label, bool) or similar_label not in (0, 1):
+        raise ValueError(
+            "`similar_label` must be 1 (label 1 = similar pair, TF Addons' "
+            "convention) or 0 (label 0 = similar pair, the keras-io siamese "
+            f"tutorial's), got {similar_label!r}."
+        )
+    return int(similar_label)
+
+
 def check_temperature(temperature):
     """A softmax temperature: a finite float > 0."""
     if (

@@ -10,6 +10,7 @@ in `ops.__all__`).
 from keras import ops
 
 from keras_stable.common.checks import check_margin
+from keras_stable.common.checks import check_similar_label
 from keras_stable.common.checks import check_temperature
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import is_float
@@ -21,12 +22,16 @@ from keras_stable.ops.norms import rescaled
 from keras_stable.ops.softmax import log_softmax
 
 
-def contrastive_loss(labels, distances, margin=1.0):
+def contrastive_loss(labels, distances, margin=1.0, *, similar_label=1):
     """Contrastive loss of pairs given their distance (TF Addons' formula).
 
-    `labels * d**2 + (1 - labels) * max(margin - d, 0)**2`, elementwise:
-    similar pairs (label 1) are pulled together, dissimilar pairs (label 0)
-    pushed at least `margin` apart.
+    `s * d**2 + (1 - s) * max(margin - d, 0)**2`, elementwise, with `s` 1
+    for a similar pair and 0 for a dissimilar one: similar pairs are pulled
+    together, dissimilar pairs pushed at least `margin` apart. By default
+    (`similar_label=1`, TF Addons' convention) `s = labels`; with
+    `similar_label=0` (the keras-io siamese tutorial's convention, label 0
+    = similar) `s = 1 - labels`. Feeding labels of one convention to the
+    other silently trains the inverse objective: say which one you use.
 
     Args:
         labels: 0/1 similarity labels (integers, booleans or floats), of
@@ -34,6 +39,8 @@ def contrastive_loss(labels, distances, margin=1.0):
             side is matched, as Keras does).
         distances: float distances between the two embeddings of each pair.
         margin: float, the margin.
+        similar_label: 1 (default: label 1 = similar pair) or 0 (label 0 =
+            similar pair).
 
     Returns:
         The elementwise losses, in the float dtype of `distances`.
@@ -59,6 +66,7 @@ def contrastive_loss(labels, distances, margin=1.0):
         Invariant Mapping (2006); TF Addons, `tfa.losses.contrastive_loss`.
     """
     margin = check_margin(margin)
+    similar_label = check_similar_label(similar_label)
     distances = ops.convert_to_tensor(distances)
     labels = ops.convert_to_tensor(labels)
     out_dtype = result_float_dtype(dtype_of(distances))
@@ -74,8 +82,9 @@ def contrastive_loss(labels, distances, margin=1.0):
             "`y_true` (labels) and `y_pred` (distances) must have the same "
             f"shape, got y_true.shape={t} and y_pred.shape={p}."
         )
+    similar = labels if similar_label == 1 else 1.0 - labels
     gap = ops.maximum(margin - distances, 0.0)
-    loss = labels * ops.square(distances) + (1.0 - labels) * ops.square(gap)
+    loss = similar * ops.square(distances) + (1.0 - similar) * ops.square(gap)
     return ops.cast(loss, out_dtype)
 
 

@@ -376,6 +376,40 @@ def test_contrastive_loss_is_tf_addons_formula():
     assert_close(to_numpy(ops.contrastive_loss(labels, d)), ref.contrastive_loss(labels, d))
 
 
+def test_contrastive_similar_label_zero_is_the_keras_io_convention():
+    # The keras-io siamese tutorial labels a similar pair 0: `similar_label=0`
+    # gives, on its labels, TF Addons' loss of the flipped labels, in the
+    # value, the gradient and a saved config.
+    rng = np.random.default_rng(13)
+    labels = rng.integers(0, 2, 12)
+    d = rng.uniform(0, 2, 12).astype("float32")
+    d[:2] = 0.0
+    flipped = 1 - labels
+    tutorial = losses.ContrastiveLoss(margin=0.7, similar_label=0)
+    expected = ref.contrastive_loss(flipped, d, 0.7)
+    assert_close(to_numpy(tutorial(labels, d)), expected.mean())
+    assert_close(to_numpy(ops.contrastive_loss(labels, d, 0.7, similar_label=0)), expected)
+    _, (grad,) = vjp_all_modes(lambda x: tutorial(labels, x), [d])
+    _, (grad_flipped,) = vjp_all_modes(
+        lambda x: losses.ContrastiveLoss(margin=0.7)(flipped, x), [d]
+    )
+    assert_close(grad, grad_flipped)
+    # A similar pair at distance 0 costs nothing under its own convention.
+    assert to_numpy(tutorial(np.array([0]), np.array([0.0], "float32"))) == 0.0
+    assert to_numpy(losses.ContrastiveLoss()(np.array([1]), np.array([0.0], "float32"))) == 0.0
+    clone = losses.ContrastiveLoss.from_config(tutorial.get_config())
+    assert clone.similar_label == 0
+    assert_close(to_numpy(clone(labels, d)), expected.mean())
+
+
+@pytest.mark.parametrize("bad", [2, -1, 0.5, True, "0", None])
+def test_contrastive_similar_label_must_be_zero_or_one(bad):
+    with pytest.raises(ValueError, match="`similar_label` must be 1"):
+        losses.ContrastiveLoss(similar_label=bad)
+    with pytest.raises(ValueError, match="`similar_label` must be 1"):
+        ops.contrastive_loss(np.zeros(2), np.zeros(2, "float32"), similar_label=bad)
+
+
 @pytest.mark.parametrize(
     "reduction", ["sum_over_batch_size", "sum", "mean_with_sample_weight", "none"]
 )
