@@ -154,8 +154,14 @@ def gaussian_nll(labels, mean, log_variance, full=False):
         labels: targets.
         mean: predicted means, same shape as `labels`.
         log_variance: predicted log-variances (natural log), broadcastable
-            to `labels` (a scalar or a per-output variable gives a
-            homoscedastic model).
+            to `labels` NumPy-style, from the trailing axes (a scalar or a
+            per-output variable of shape `labels.shape[-1:]` gives a
+            homoscedastic model). One log-variance per sample is shaped
+            `labels.shape[:-1] + (1,)`: `torch.nn.functional.gaussian_nll_loss`
+            also reads a `var` of shape `input.shape[:-1]` that way, this
+            op does not (it would align that shape with the trailing axes,
+            as every `keras.ops` broadcast does): pass
+            `log_variance[..., None]`.
         full: add the constant `0.5 * log(2 pi)`.
 
     Returns:
@@ -198,7 +204,16 @@ def gaussian_nll(labels, mean, log_variance, full=False):
     mean = ops.convert_to_tensor(mean)
     log_variance = ops.convert_to_tensor(log_variance)
     shape = broadcast_shape(static_shape(labels), static_shape(mean), "labels", "mean")
-    broadcast_shape(shape, static_shape(log_variance), "labels and mean", "log_variance")
+    try:
+        broadcast_shape(shape, static_shape(log_variance), "labels and mean", "log_variance")
+    except ValueError as error:
+        if tuple(static_shape(log_variance)) == tuple(shape[:-1]):
+            raise ValueError(
+                f"{error} For one log-variance per sample (torch's "
+                "`gaussian_nll_loss` reads a `var` of shape `input.shape[:-1]` "
+                "that way), pass `log_variance[..., None]`."
+            ) from None
+        raise
     out_dtype = result_float_dtype(dtype_of(mean), dtype_of(log_variance))
     compute = compute_dtype_of(dtype_of(labels), dtype_of(mean), dtype_of(log_variance))
     labels = ops.cast(labels, compute)

@@ -149,6 +149,23 @@ def test_gaussian_nll_ordinary_values(dtype, full):
     assert dtype_of(fn(*args)) == dtype
 
 
+def test_gaussian_nll_log_variance_broadcasts_from_the_trailing_axes():
+    # A per-output log-variance `(outputs,)` and a per-sample one
+    # `(batch, 1)` against the float64 reference broadcast NumPy-style; a
+    # per-sample `(batch,)` (torch's reading of `input.shape[:-1]`) is a
+    # ValueError naming the shapes and the fix, not a silent broadcast.
+    rng = np.random.default_rng(4)
+    labels, mean = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    per_output = rng.uniform(-2, 2, size=(3,))
+    per_sample = rng.uniform(-2, 2, size=(4, 1))
+    for lv in (per_output, per_sample):
+        out = to_numpy(ops.gaussian_nll(labels, mean.astype("float32"), lv.astype("float32")))
+        assert out.shape == (4, 3)
+        assert_close(out, ref.gaussian_nll(labels, mean, np.broadcast_to(lv, (4, 3))))
+    with pytest.raises(ValueError, match=r"shape \(4,\).*log_variance\[\.\.\., None\]"):
+        ops.gaussian_nll(labels, mean.astype("float32"), per_sample[:, 0].astype("float32"))
+
+
 # (label, mean, log_variance): exact fits, tiny and huge errors, and
 # log-variances of +-100, +-200 (past exp's range), +-1000 (past half of it).
 EXTREME = np.array(
