@@ -110,11 +110,16 @@ class StableCTC(StableLoss):
         target = ops.cast(y_true, "int32")
         target_length = ops.sum(ops.cast(ops.not_equal(target, 0), "int32"), axis=1)
         logits = ops.cast(y_pred, compute_dtype_of(dtype_of(y_pred)))
+        output_length = None
         if frames is None:
+            # Every frame is input: the first `max_time` of each sample.
             frames = ops.ones(ops.shape(logits)[:2], "bool")
+            output_length = ops.sum(ops.cast(frames, "int32"), axis=1)
         elif dtype_of(frames) != "bool":
             frames = ops.greater(frames, 0)
-        return ctc_loss_over_frames(target, logits, target_length, frames, 0, self.zero_infinity)
+        return ctc_loss_over_frames(
+            target, logits, target_length, frames, 0, self.zero_infinity, output_length
+        )
 
     def per_example(self, y_true, y_pred, sample_weight=None, mask=None):
         # The mask of y_pred is per frame: it chose the frames, and every

@@ -14,6 +14,7 @@ from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
+from keras_stable.ops import _kernels
 from keras_stable.ops._kernels import UNREACHABLE
 from keras_stable.ops._kernels import ctc_log_likelihood
 
@@ -79,19 +80,57 @@ def check_mask_index(mask_index, num_classes):
     return int(mask_index)
 
 
-def ctc_loss_over_frames(target, logits, target_length, frames, mask_index, zero_infinity):
+def ctc_loss_over_frames(
+    target, logits, target_length, frames, mask_index, zero_infinity, output_length=None
+):
     """The CTC loss of each sample over the frames `frames` marks.
 
     `frames` (boolean, `(batch, time)`) says which frames are input: the
     recursion passes over the others unchanged, so a padded frame anywhere
     (the Keras mask of a model output) is not read. `logits` is float32 or
     float64; `target` int32; `target_length` int32. Shapes are checked by
-    the caller.
+    the caller. `output_length` (int32 `(batch,)`), when the frames are
+    the first `output_length` of each sample, lets PyTorch run torch's own
+    CTC where it gives the same values (`torch_native.native_ctc_loss`).
     """
-    dtype = dtype_of(logits)
     batch, max_label = static_shape(target)[0], static_shape(target)[1]
     if batch is None:
         batch = ops.shape(target)[0]
+    # A label may follow the previous label directly (skipping the blank
+    # between them) unless the two are equal: `[1, 1]` needs a blank.
+    different = ops.not_equal(target[:, 1:], target[:, :-1])  # (B, L-1)
+
+    log_likelihood = None
+    if output_length is not None and _kernels.kernels_enabled():
+        loss = _kernels.native_op(
+            "native_ctc_loss", target, logits, target_length, output_length, mask_index
+        )
+        log_likelihood = None if loss is None else -loss
+    if log_likelihood is None:
+        log_likelihood = _log_likelihood(
+            target, logits, target_length, frames, mask_index, different, batch
+        )
+    # Rounding can put a near-certain alignment a few ulp above log(1).
+    loss = ops.where(ops.less(log_likelihood, 0), -log_likelihood, ops.zeros_like(log_likelihood))
+
+    # Feasible iff the frames cover the labels plus one blank between each
+    # pair of equal neighbours.
+    repeats = ops.zeros_like(target_length)
+    if max_label > 1:
+        in_label = ops.less(ops.arange(1, max_label), ops.expand_dims(target_length, 1))
+        repeated = ops.logical_and(ops.logical_not(different), in_label)
+        repeats = ops.sum(ops.cast(repeated, "int32"), axis=1)
+    n_frames = ops.sum(ops.cast(frames, "int32"), axis=1)
+    feasible = ops.less_equal(target_length + repeats, n_frames)
+    infeasible_value = 0.0 if zero_infinity else float("inf")
+    return ops.where(feasible, loss, ops.full_like(loss, infeasible_value))
+
+
+def _log_likelihood(target, logits, target_length, frames, mask_index, different, batch):
+    """The portable formulation: the forward recursion over the extended
+    label (`_kernels.ctc_log_likelihood`), `(batch,)` log-likelihoods."""
+    dtype = dtype_of(logits)
+    max_label = static_shape(target)[1]
     states = 2 * max_label + 1
     unreachable = ops.cast(UNREACHABLE, dtype)
 
@@ -108,11 +147,8 @@ def ctc_loss_over_frames(target, logits, target_length, frames, mask_index, zero
     index = ops.broadcast_to(ops.expand_dims(extended, 1), (batch, time, states))
     emissions = ops.take_along_axis(log_probs, index, axis=2)  # (B, T, S)
 
-    # A label may follow the previous label directly (skipping the blank
-    # between them) unless the two are equal: `[1, 1]` needs a blank.
     # skip[s] for s = 2i + 1 (label i >= 1) is l_i != l_{i-1}; blanks and
     # the first label never skip.
-    different = ops.not_equal(target[:, 1:], target[:, :-1])  # (B, L-1)
     no = ops.zeros((batch, 3), "bool")
     if max_label > 1:
         skip = ops.stack([different, ops.zeros_like(different)], axis=-1)
@@ -120,22 +156,7 @@ def ctc_loss_over_frames(target, logits, target_length, frames, mask_index, zero
     else:
         skip = no[:, :states]
     skip_bias = ops.where(skip, ops.zeros((), dtype), unreachable)
-
-    log_likelihood = ctc_log_likelihood(emissions, frames, skip_bias, target_length)
-    # Rounding can put a near-certain alignment a few ulp above log(1).
-    loss = ops.where(ops.less(log_likelihood, 0), -log_likelihood, ops.zeros_like(log_likelihood))
-
-    # Feasible iff the frames cover the labels plus one blank between each
-    # pair of equal neighbours.
-    repeats = ops.zeros_like(target_length)
-    if max_label > 1:
-        in_label = ops.less(ops.arange(1, max_label), ops.expand_dims(target_length, 1))
-        repeated = ops.logical_and(ops.logical_not(different), in_label)
-        repeats = ops.sum(ops.cast(repeated, "int32"), axis=1)
-    n_frames = ops.sum(ops.cast(frames, "int32"), axis=1)
-    feasible = ops.less_equal(target_length + repeats, n_frames)
-    infeasible_value = 0.0 if zero_infinity else float("inf")
-    return ops.where(feasible, loss, ops.full_like(loss, infeasible_value))
+    return ctc_log_likelihood(emissions, frames, skip_bias, target_length)
 
 
 def ctc_loss(target, output, target_length, output_length, mask_index=0, *, zero_infinity=True):
@@ -218,4 +239,5 @@ def ctc_loss(target, output, target_length, output_length, mask_index=0, *, zero
         frames,
         mask_index,
         zero_infinity,
+        output_length=ops.cast(output_length, "int32"),
     )

@@ -17,6 +17,7 @@ import pytest
 
 from keras_stable import ops
 from tests import reference as ref
+from tests import reference_sequences as ref_sequences
 from tests.backend_utils import TOLERANCES
 from tests.backend_utils import assert_close
 from tests.backend_utils import portable
@@ -273,3 +274,133 @@ def test_sigmoid_cross_entropy_in_half_precision_matches_the_portable_formulatio
     assert_close(fused[0], reference[0], dtype, "value")
     for g, r in zip(fused[1], reference[1]):
         assert_close(g, r, dtype, "gradient")
+
+
+# --------------------------------------------------------------------------
+# CTC. Each case: (target, logits, target_length, output_length,
+# mask_index, native): `native` whether torch's ctc_loss applies. The
+# batches mix feasible samples with repeats, empty labels, lengths shorter
+# than the padding and infeasible samples (too long, or `[1, 1]` in too few
+# frames), so the feasibility rule applied after torch's zero_infinity is
+# checked too.
+
+
+def _ctc_batch(logit_scale, seed=5):
+    rng = np.random.default_rng(seed)
+    target = np.array(
+        [[1, 2, 3, 0], [2, 2, 0, 0], [1, 1, 1, 1], [3, 1, 2, 1], [0, 0, 0, 0], [1, 2, 1, 2]]
+    )
+    target_length = np.array([3, 2, 4, 4, 0, 4])
+    output_length = np.array([6, 3, 6, 2, 5, 0])
+    logits = logit_scale * rng.normal(size=(6, 6, 5))
+    return target, logits, target_length, output_length
+
+
+CTC_CASES = {
+    "ordinary": (*_ctc_batch(1.0), 0, True),
+    "logits of 1e3": (*_ctc_batch(1e3), 0, True),
+    "blank last": (*_ctc_batch(2.0), 4, True),
+    "padding past the lengths holds the blank": (
+        np.array([[1, 2, 0], [3, 4, 4]]),
+        RNG.normal(size=(2, 5, 5)),
+        np.array([2, 1]),
+        np.array([5, 4]),
+        4,
+        True,
+    ),
+    "a label within its length is the blank": (
+        np.array([[1, 0, 2]]),
+        RNG.normal(size=(1, 6, 4)),
+        np.array([3]),
+        np.array([6]),
+        0,
+        False,
+    ),
+    "logits of 1e7": (*_ctc_batch(1e7), 0, False),
+    "a -inf logit": (
+        np.array([[1, 2]]),
+        np.where(np.eye(4, 3)[None] > 0, -INF, RNG.normal(size=(1, 4, 3))),
+        np.array([2]),
+        np.array([4]),
+        0,
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", list(CTC_CASES))
+def test_native_ctc_loss_matches_the_portable_formulation(case, dtype):
+    target, logits, target_length, output_length, mask_index, native = CTC_CASES[case]
+    args = [
+        _tensor(target, "int32"),
+        _tensor(logits, dtype),
+        _tensor(target_length, "int32"),
+        _tensor(output_length, "int32"),
+    ]
+    direct = _native().native_ctc_loss(*args, mask_index)
+    assert (direct is not None) == native, f"{case}: native path taken: {direct is not None}"
+    for zero_infinity in (True, False):
+
+        def fn(logits, zero_infinity=zero_infinity):
+            return ops.ctc_loss(
+                args[0], logits, args[2], args[3], mask_index, zero_infinity=zero_infinity
+            )
+
+        what = f"{case}, {zero_infinity=}"
+        cot = RNG.normal(size=(len(target),))
+        out, (grad,) = vjp(fn, [args[1]], wrt=(0,), cotangent=cot.astype(dtype))
+        with portable():
+            portable_out, (portable_grad,) = vjp(
+                fn, [args[1]], wrt=(0,), cotangent=cot.astype(dtype)
+            )
+        assert np.all(np.isfinite(to_numpy(grad)))
+        assert np.all(to_numpy(out) >= 0)
+        if not native:  # the portable formulation ran: the same numbers
+            assert_close(out, portable_out, dtype, what, (0.0, 0.0))
+            assert_close(grad, portable_grad, dtype, what, (0.0, 0.0))
+            continue
+        # Both formulations compute in float32 (float64 logits too: see
+        # `compute_dtype_of`), so each is held to test_ctc.py's float32
+        # bound against the float64 reference: T ulp(|logit|) of absolute
+        # error in the gradient is in the float32 problem itself.
+        expected, expected_grad = ref_sequences.ctc_loss(
+            target,
+            logits.astype("float32"),
+            target_length,
+            output_length,
+            mask_index,
+            zero_infinity,
+        )
+        expected_grad = expected_grad * cot[:, None, None]
+        finite = np.isfinite(logits)
+        ulp = float(np.spacing(np.float32(np.max(np.abs(logits[finite])))))
+        tol = (1e-5, max(1e-6, logits.shape[1] * ulp) * np.max(np.abs(cot)))
+        for name, (v, g) in {"op": (out, grad), "portable": (portable_out, portable_grad)}.items():
+            assert_close(v, expected, "float32", f"{what}: {name} value", (1e-5, 1e-5))
+            assert_close(g, expected_grad, "float32", f"{what}: {name} gradient", tol)
+
+
+def test_stable_ctc_without_a_mask_takes_torch_ctc(monkeypatch):
+    """`StableCTC` on unmasked logits reaches torch's CTC; with a Keras
+    mask on the frames (not a prefix in general) it does not."""
+    from keras_stable import losses
+
+    calls = []
+    native = _native().native_ctc_loss
+    monkeypatch.setattr(
+        _native(), "native_ctc_loss", lambda *a: calls.append(1) or native(*a), raising=True
+    )
+    target, logits, _, _ = _ctc_batch(1.0)
+    target = np.where(np.arange(4) < np.array([3, 2, 4, 4, 0, 4])[:, None], target, 0)
+    loss = losses.StableCTC(reduction="none")
+    value = to_numpy(loss(_tensor(target, "int32"), _tensor(logits, "float32")))
+    assert calls == [1]
+    with portable():
+        expected = to_numpy(loss(_tensor(target, "int32"), _tensor(logits, "float32")))
+    assert_close(value, expected, "float32", "StableCTC value")
+    masked = _tensor(logits, "float32")
+    masked._keras_mask = _tensor(np.tile(np.arange(6) % 2 == 0, (6, 1)), "bool")
+    calls.clear()
+    loss(_tensor(target, "int32"), masked)
+    assert calls == []

@@ -1,6 +1,6 @@
 """PyTorch: the native passes of the kernels, and torch's own fused
 cross-entropies (`native_sparse_cross_entropy`,
-`native_sigmoid_cross_entropy`).
+`native_sigmoid_cross_entropy`) and CTC (`native_ctc_loss`).
 
 The only module of keras_stable that imports torch at module load;
 `dispatch.py`, the one backend switch, imports it only when the backend is
@@ -370,3 +370,46 @@ def native_sigmoid_cross_entropy(labels, x):
     if not bool(torch.all(torch.isfinite(x))):
         return None
     return SigmoidCrossEntropy.apply(labels, x)
+
+
+# Beyond this magnitude a log-probability may fall below the portable
+# formulation's floor for an unreachable class (-1e30 in the CTC kernel),
+# and the two would differ: the native CTC then stands aside.
+_CTC_LOGIT_LIMIT = 1e6
+
+
+def native_ctc_loss(target, logits, target_length, output_length, mask_index):
+    """`-log p(target | logits)` per sample by `torch.nn.functional.ctc_loss`
+    (torch's C++ forward-backward), where it gives the portable
+    formulation's values: PyTorch eager, float32/float64 logits of
+    magnitude below 1e6, every label within its length a class other than
+    the blank, lengths within the padding. Infeasible samples come back 0
+    with a zero gradient (`zero_infinity=True`): the caller applies its
+    own feasibility rule and the sign clamp, as for the portable loss.
+    None otherwise, and the portable formulation runs. One host sync (the
+    checks)."""
+    if logits.is_meta or torch.compiler.is_compiling():
+        return None
+    if logits.dtype not in (torch.float32, torch.float64) or logits.numel() == 0:
+        return None
+    batch, max_label = target.shape
+    time, classes = logits.shape[1], logits.shape[2]
+    lengths, frames = target_length.long(), output_length.long()
+    within = torch.arange(max_label, device=target.device) < lengths[:, None]
+    labels_ok = (target >= 0) & (target < classes) & (target != mask_index)
+    lowest, highest = torch.aminmax(logits)
+    ok = (
+        (lowest > -_CTC_LOGIT_LIMIT)
+        & (highest < _CTC_LOGIT_LIMIT)
+        & torch.all(labels_ok | ~within)
+        & torch.all((lengths >= 0) & (lengths <= max_label))
+        & torch.all((frames >= 0) & (frames <= time))
+    )
+    if not bool(ok):
+        return None
+    log_probs = torch.log_softmax(logits, dim=-1).transpose(0, 1)
+    # Entries past a label's length are never read; any class will do.
+    labels = torch.where(within, target.long(), torch.zeros_like(target, dtype=torch.long))
+    return torch.nn.functional.ctc_loss(
+        log_probs, labels, frames, lengths, blank=mask_index, reduction="none", zero_infinity=True
+    )
