@@ -3,7 +3,8 @@
 The rows themselves are in `cases_core.py` (norms, softmax family,
 cross-entropies, element-wise ops, task distance; their layers and losses)
 `cases_catalogue.py` (the catalogue, geometry and metric learning) and
-`cases_attention.py` (attention, not in the quick set).
+`cases_attention.py` (attention) and `cases_sequences.py` (CTC, Dice,
+Tversky), neither in the quick set.
 """
 
 from cases_attention import attention_cases
@@ -16,6 +17,7 @@ from cases_core import layer_cases
 from cases_core import loss_cases
 from cases_core import norm_ops
 from cases_core import softmax_ops
+from cases_sequences import sequence_cases
 
 # `--quick`, the smoke test of CI: one row per family (the `group` of the
 # targets), covering an op, a layer and losses, the native torch path of the
@@ -44,6 +46,7 @@ def cases(quick=False):
         + catalogue_cases()
         + geometry_cases()
         + attention_cases()
+        + sequence_cases()
     )
     if not quick:
         return rows
