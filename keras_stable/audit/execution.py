@@ -5,9 +5,10 @@ A run calls the model on the batch with every layer recorded (see
 the zero deltas added to each layer's floating inputs and outputs. The
 differentiation is the backend's own: `tf.GradientTape` (compiled:
 `tf.function(jit_compile=True)`), `jax.value_and_grad` (compiled:
-`jax.jit`), `torch.autograd` (eager only). These are the only places where
-keras_stable uses a backend directly; each is imported inside the function
-that needs it, never when keras_stable is imported.
+`jax.jit`), `torch.autograd` (eager only). These, and
+`compile_function` (the callbacks' per-step check, compiled), are the only
+places where the audit uses a backend directly; each is imported inside
+the function that needs it, never when keras_stable is imported.
 """
 
 import inspect
@@ -228,6 +229,23 @@ _DIFFERENTIATE = {
     "jax": _differentiate_jax,
     "torch": _differentiate_torch,
 }
+
+
+def compile_function(fn):
+    """`fn` compiled once for the backend in use (`jax.jit`, a
+    `tf.function` graph); eager on torch, where each op is already one
+    call. For the callbacks' per-step checks: one dispatch instead of one
+    per weight."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.jit(fn)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, reduce_retracing=True)
+    return fn
 
 
 def compiled_mode_available():
