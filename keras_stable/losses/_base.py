@@ -32,10 +32,13 @@ from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.checks import check_reduction
 from keras_stable.common.checks import check_same_shape
 from keras_stable.common.checks import warn_if_probabilities
+from keras_stable.common.dtypes import HALF
+from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import to_float32
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import reduce_losses
 from keras_stable.common.reduction import weighted
+from keras_stable.ops.probabilities import half_probabilities
 
 # The arguments several losses share, declared once.
 FROM_LOGITS = flag("from_logits", True)
@@ -157,9 +160,24 @@ class LogitsLoss(StableLoss):
         return given
 
     def scores(self, y_pred):
-        """`y_pred` in float32 (exact for half precision), checked."""
+        """`y_pred` in float32 (exact for half precision), checked.
+
+        Half-precision probabilities (`from_logits=False`) are read by
+        `half_probabilities`: through their logits where the backend
+        exposes them, else as held, floored at the dtype's smallest
+        positive value."""
         y_pred = ops.convert_to_tensor(y_pred)
-        return self.handed_over(y_pred, to_float32(y_pred))
+        return self.handed_over(y_pred, self.float32_input(y_pred))
+
+    # The activation whose output `from_logits=False` reads.
+    activation = "softmax"
+
+    def float32_input(self, y_pred):
+        """What the twin op is handed: `y_pred` in float32."""
+        if not self.from_logits and dtype_of(y_pred) in HALF:
+            axis = getattr(self, "axis", -1)
+            return half_probabilities(y_pred, self.activation, axis, type(self).__name__)
+        return to_float32(y_pred)
 
     def dense_inputs(self, y_true, y_pred):
         """`(y_true, scores)` for labels of `y_pred`'s shape (one-hot or

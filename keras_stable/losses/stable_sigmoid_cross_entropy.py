@@ -7,7 +7,6 @@ from keras import ops
 from keras_stable import ops as stable_ops
 from keras_stable.common.checks import check_unit_interval_labels
 from keras_stable.common.dtypes import static_shape
-from keras_stable.common.dtypes import to_float32
 from keras_stable.common.serialization import register
 from keras_stable.losses._base import AXIS
 from keras_stable.losses._base import FROM_LOGITS
@@ -46,7 +45,7 @@ def _binary_losses_and_valid(loss, elementwise, y_true, y_pred):
     given = y_true
     y_true = ops.cast(ops.convert_to_tensor(y_true), "float32")
     y_pred = ops.convert_to_tensor(y_pred)
-    y_true, scores = _same_rank(y_true, to_float32(y_pred))
+    y_true, scores = _same_rank(y_true, loss.float32_input(y_pred))
     scores = loss.handed_over(y_pred, scores)
     check_unit_interval_labels(given, "y_true")  # after the shape check
     observed = ops.logical_not(ops.isnan(y_true))
@@ -133,6 +132,7 @@ class StableSigmoidCrossEntropy(LogitsLoss):
     0.6931
     """
 
+    activation = "sigmoid"
     args = (FROM_LOGITS, LABEL_SMOOTHING, AXIS)
 
     def losses_and_valid(self, y_true, y_pred):

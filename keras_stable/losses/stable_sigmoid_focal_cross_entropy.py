@@ -87,6 +87,7 @@ class StableSigmoidFocalCrossEntropy(LogitsLoss):
     7.5438
     """
 
+    activation = "sigmoid"
     args = (FROM_LOGITS, GAMMA, ALPHA, LABEL_SMOOTHING, AXIS)
 
     def losses_and_valid(self, y_true, y_pred):

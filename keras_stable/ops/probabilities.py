@@ -9,10 +9,13 @@ Internal shared API of `keras_stable.ops` (not in `ops.__all__`): the
 cross-entropy, focal and divergence ops read their probabilities here.
 """
 
+import warnings
+
 from keras import ops
 
 from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import exposed_logits
+from keras_stable.common.dtypes import HALF
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
@@ -20,11 +23,79 @@ from keras_stable.ops.logarithms import saturated_log
 
 # How far an activation output may lie from the activation recomputed from
 # its exposed logits (rtol, atol): a few hundred units in the last place,
-# and the smallest normal number (denormals may be flushed to 0).
+# and the smallest normal number (denormals may be flushed to 0). A
+# half-precision output is compared with the float32 recomputation rounded
+# to its dtype: a few units in its last place, and its smallest positive
+# value.
 _RECOVERY_TOLERANCE = {
     "float32": (1e-4, 1.2e-38),
     "float64": (1e-8, 2.3e-308),
+    "float16": (4 * 2.0**-10, 2 * 2.0**-24),
+    "bfloat16": (4 * 2.0**-7, 1.2e-38),
 }
+
+# The smallest positive probability a half-precision output holds: float16's
+# smallest subnormal, 2**-24 (a float16 0 is a probability below 2**-25:
+# reading it as 2**-24 is a loss of 16.64, within log(2) of -log of the
+# largest probability that rounds to 0); bfloat16 has float32's exponent
+# range, and float32's smallest normal number.
+HALF_FLOOR = {"float16": 2.0**-24, "bfloat16": 1.1754943508222875e-38}
+
+
+def _floored(p, dtype):
+    """`p` (float32) read as at least `HALF_FLOOR[dtype]`, with a zero
+    gradient below it; negative and NaN probabilities are left to the log."""
+    floor = ops.full_like(p, HALF_FLOOR[dtype])
+    below = ops.logical_and(ops.less(p, floor), ops.greater_equal(p, 0))
+    return ops.where(below, floor, p)
+
+
+def _warn_half(name, dtype):
+    warnings.warn(
+        f"`{name}` reads {dtype} probabilities without their logits "
+        f"(`from_logits=False`): a probability below {HALF_FLOOR[dtype]:.3g} "
+        f"counts as {HALF_FLOOR[dtype]:.3g}, and the gradient -1/p of a "
+        f"probability below 1.5e-5 overflows {dtype} in the backward pass of "
+        "the softmax/sigmoid that made it (a non-finite step, skipped under "
+        "a loss scale). For the exact loss, compute the output layer in "
+        'float32 (`dtype="float32"` on the final softmax/sigmoid, or on the '
+        "Dense layer holding it), or output logits and pass "
+        "`from_logits=True`.",
+        stacklevel=4,
+    )
+
+
+def half_probabilities(y_pred, activation, axis=-1, name="keras_stable"):
+    """A float16/bfloat16 probability output in float32, for a loss class
+    that hands its twin op float32 (`from_logits=False`).
+
+    Where the backend exposes the logits behind a softmax/sigmoid output
+    (TensorFlow, torch) and the activation reproduces it in its dtype, the
+    activation of the float32 logits, carrying them (`_keras_logits`): the
+    op then reads the logits, the loss is exact however saturated the
+    output, and the gradient reaches the logits without passing through
+    `-1/p`, which overflows float16. Elsewhere (JAX, or no activation) the
+    probabilities as held, exactly, floored at the dtype's smallest
+    positive value (`HALF_FLOOR`: a float16 0 gives at most 16.64 per unit
+    of label, Keras's clip 16.12), with a warning that names the fix.
+    """
+    dtype = dtype_of(y_pred)
+    x = ops.cast(y_pred, "float32")
+    p = _floored(x, dtype)
+    logits, consistent = _recovered_logits(y_pred, x, activation, axis)
+    if logits is None:
+        _warn_half(name, dtype)
+        return p
+    if activation == "sigmoid":
+        exact = ops.sigmoid(logits)
+    else:
+        exact = ops.softmax(logits, axis=axis)
+    given = ops.where(consistent, exact, p)
+    try:
+        given._keras_logits = logits
+    except AttributeError:  # a tensor that takes no attribute: read as held
+        pass
+    return given
 
 
 def _saturated_log1m(p):
@@ -54,17 +125,18 @@ def _recovered_logits(y_pred, probs, activation, axis=None):
     """`(logits, consistent)` behind a softmax/sigmoid output, or `(None,
     None)`.
 
-    Only float32/float64 outputs are recovered: a half-precision output is
-    read as the probabilities it holds (exactly, in float32), the same
-    number on every backend. `consistent` marks where the activation of the
-    logits reproduces `probs` (whole rows along `axis` for a softmax): a
-    softmax output fed to a sigmoid loss, or a softmax over another axis,
-    falls back to the probabilities instead of using the wrong logits.
+    `probs` is `y_pred` in its compute dtype; the logits are returned in
+    it. `consistent` marks where the activation of the logits reproduces
+    `y_pred` (whole rows along `axis` for a softmax; for a half-precision
+    output, after rounding to its dtype): a softmax output fed to a sigmoid
+    loss, or a softmax over another axis, falls back to the probabilities
+    instead of using the wrong logits.
     """
     logits = exposed_logits(y_pred)
-    if logits is None or dtype_of(y_pred) not in _RECOVERY_TOLERANCE:
+    dtype = dtype_of(y_pred)
+    if logits is None or dtype not in _RECOVERY_TOLERANCE:
         return None, None
-    rtol, atol = _RECOVERY_TOLERANCE[dtype_of(y_pred)]
+    rtol, atol = _RECOVERY_TOLERANCE[dtype]
     logits = ops.cast(ops.convert_to_tensor(logits), dtype_of(probs))
     # The activation as Keras computes it (the check carries no gradient).
     if activation == "sigmoid":
@@ -74,6 +146,8 @@ def _recovered_logits(y_pred, probs, activation, axis=None):
     else:
         expected = ops.softmax(logits, axis=axis)
     expected = ops.stop_gradient(expected)
+    if dtype in HALF:
+        expected = ops.cast(ops.cast(expected, dtype), dtype_of(probs))
     consistent = ops.less_equal(ops.abs(probs - expected), rtol * expected + atol)
     if activation == "softmax":
         consistent = ops.all(consistent, axis=axis, keepdims=True)
@@ -94,16 +168,22 @@ def softmax_scores(y_pred, from_logits, axis=-1):
     `y_pred` row by row - the loss is then exact however saturated the
     softmax - else `saturated_log(y_pred)`: exact down to the smallest
     normal probability, saturated (with a zero gradient) below it.
-    Half-precision probabilities are read as they are, exactly in float32.
+    Half-precision outputs are recovered the same way (compared in their
+    dtype); without logits, their probabilities are read exactly in
+    float32, floored at the dtype's smallest positive value (`HALF_FLOOR`),
+    with a warning that names the fix.
     """
     x, out_dtype = to_compute(y_pred)
     if from_logits:
         return x, out_dtype
     axis = check_axis(axis, len(static_shape(x)))
-    scores = saturated_log(x)
+    probs = _floored(x, out_dtype) if out_dtype in HALF else x
+    scores = saturated_log(probs)
     logits, consistent = _recovered_logits(y_pred, x, "softmax", axis)
     if logits is not None:
         scores = ops.where(consistent, logits, scores)
+    elif out_dtype in HALF:
+        _warn_half("softmax_scores", out_dtype)
     return scores, out_dtype
 
 
@@ -121,8 +201,11 @@ def sigmoid_log_probabilities(y_pred, from_logits):
     if from_logits:
         log_p, log_q = _log_sigmoids(x)
         return log_p, log_q, out_dtype
-    log_p, log_q = saturated_log(x), _saturated_log1m(x)
+    probs = _floored(x, out_dtype) if out_dtype in HALF else x
+    log_p, log_q = saturated_log(probs), _saturated_log1m(probs)
     logits, consistent = _recovered_logits(y_pred, x, "sigmoid")
+    if logits is None and out_dtype in HALF:
+        _warn_half("sigmoid_log_probabilities", out_dtype)
     if logits is not None:
         from_logits_p, from_logits_q = _log_sigmoids(logits)
         log_p = ops.where(consistent, from_logits_p, log_p)

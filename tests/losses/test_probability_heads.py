@@ -91,3 +91,56 @@ def test_saturated_output_head(loss, activation, units, y):
         assert kernel[0, -1] == pytest.approx(
             89.999 if activation == "softmax" else -89.999, abs=1e-4
         )
+
+
+@pytest.mark.skipif(BACKEND == "jax", reason="JAX arrays keep no logits on an activation output")
+@pytest.mark.parametrize(
+    "loss",
+    [
+        lambda: losses.StableSparseSoftmaxCrossEntropy(from_logits=False),
+        lambda: losses.StableSoftmaxCrossEntropy(from_logits=False),
+    ],
+)
+def test_mixed_float16_softmax_output_trains(loss):
+    """The keras-io Transformer classifier's situation: a float16 softmax
+    output under `mixed_float16`, one example with its true class at 2.4e-7
+    next to ordinary ones. Keras's loss hands `-1/p = -4.2e6` (beyond
+    float16) back to the softmax: a non-finite gradient, and the loss scale
+    skips the whole step. Here the loss reads the logits behind the output:
+    the exact loss (15.2 at the start, Keras 15.25), every step taken,
+    finite weights, and the confident mistake corrected."""
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        inputs = keras.Input((2,))
+        head = keras.layers.Dense(3, activation="softmax", name="head")
+        model = keras.Model(inputs, head(inputs))
+        kernel = np.array([[0.0, 15.2, 0.0], [0.0, 1.0, 0.0]], "float32")
+        head.set_weights([kernel, np.zeros(3, "float32")])
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss(), jit_compile=JIT)
+        x = np.array([[1.0, 0.0]] + [[0.0, 1.0]] * 3, "float32")  # row 0: p = 2.4e-7
+        y = np.zeros((4,), "int32")
+        if "Sparse" not in type(model.loss).__name__:
+            y = np.eye(3, dtype="float32")[y]
+        first = model.evaluate(x[:1], y[:1], verbose=0)
+        assert_close(first, 15.2031, "float16")
+        ordinary = model.predict(x[1:2], verbose=0)[0, 0]
+        model.fit(x, y, epochs=5, batch_size=4, verbose=0)
+        after = model.predict(x, verbose=0)
+        for w in model.get_weights():
+            assert_finite(w)
+        assert after[1, 0] > ordinary + 0.05  # the steps were taken
+        assert head.get_weights()[0][0, 1] < kernel[0, 1] - 0.1  # the mistake corrected
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def test_half_precision_probabilities_without_logits_warn_naming_the_fix():
+    import warnings
+
+    probs = keras.ops.cast(keras.ops.convert_to_tensor([[0.2, 0.8]]), "float16")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        losses.StableSparseSoftmaxCrossEntropy(from_logits=False)(np.array([1]), probs)
+    text = " ".join(str(w.message) for w in caught)
+    assert "reads float16 probabilities without their logits" in text
+    assert 'dtype="float32"' in text

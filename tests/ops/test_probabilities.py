@@ -208,6 +208,12 @@ def test_softmax_output_in_a_sigmoid_loss_is_read_as_probabilities():
         assert abs(keras_value[0] - expected.mean()) > 0.1  # sigmoid of the softmax logits
 
 
+HALF_FLOOR = {"float16": 2.0**-24, "bfloat16": 1.1754943508222875e-38}
+# TensorFlow and torch keep an activation's logits on its output; JAX
+# arrays take no attribute.
+EXPOSES_LOGITS = BACKEND in ("tensorflow", "torch")
+
+
 def test_half_precision_probabilities_are_read_exactly():
     for dtype in ("float16", "bfloat16"):
         probs = cast_tensor(_first_class_probs([1e-4, 0.25]), dtype)
@@ -219,14 +225,53 @@ def test_half_precision_probabilities_are_read_exactly():
         )
         expected = -ref.log_softmax(np.log(exact))[:, 0]
         assert_close(out, expected)
-        # A half-precision softmax output is read as its probabilities (its
-        # logits are not used): the same number on every backend.
-        head = keras.activations.softmax(cast_tensor([[0.0, 20.0, -20.0]], dtype))
-        out = to_numpy(
-            ops.softmax_cross_entropy(np.eye(3, dtype="float32")[[0]], head, from_logits=False)
+        # Half-precision probabilities without logits (a plain tensor) are
+        # read as held, floored at the dtype's smallest positive value
+        # (float16: e^-20 is 0), with a warning naming the fix.
+        held = cast_tensor(
+            to_numpy(keras.activations.softmax(cast_tensor([[-20.0, 20.0, -40.0]], dtype))), dtype
         )
-        p = to_numpy(head)
-        assert_close(out, -ref.log_softmax(ref.saturated_log(p))[:, 0], dtype)
+        with pytest.warns(UserWarning, match=f"reads {dtype} probabilities without their logits"):
+            out = to_numpy(
+                ops.softmax_cross_entropy(np.eye(3, dtype="float32")[[0]], held, from_logits=False)
+            )
+        p = np.maximum(to_numpy(held).astype("float64"), HALF_FLOOR[dtype])
+        assert_close(out, -ref.log_softmax(np.log(p))[:, 0], dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("mode", MODES)
+def test_half_precision_softmax_output_is_read_through_its_logits(dtype, mode):
+    # The keras-io Transformer classifier under mixed_float16: the true
+    # class at 2.4e-7 in a float16 softmax output (row 0) and at 0 (row 2).
+    # Keras's loss gives 15.25 and 16.12 there and hands `-1/p = -4.2e6`
+    # (beyond float16) to the softmax: NaN in the logits' gradient. Where
+    # the backend keeps the logits on the output (TF, torch), the loss reads
+    # them: the exact loss, and the exact gradient `softmax - onehot`. On
+    # JAX the probabilities as held, floored at 2**-24 (16.64 for row 2).
+    logits = np.array([[0.0, 15.2, 0.0], [2.0, 0.0, 0.0], [0.0, 30.0, 0.0]], "float32")
+    labels = np.array([0, 0, 0])
+
+    def loss(x):
+        probs = keras.activations.softmax(x)
+        return ops.sparse_softmax_cross_entropy(labels, probs, from_logits=False)
+
+    x = cast_tensor(logits, dtype)
+    x64 = to_numpy(x).astype("float64")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, (grad,) = vjp(loss, [x], mode=mode)
+    warned = any("without their logits" in str(w.message) for w in caught)
+    if EXPOSES_LOGITS:
+        assert not warned
+        assert_close(out, -ref.log_softmax(x64)[:, 0], dtype)
+        assert_close(grad, ref.softmax(x64) - np.eye(3)[labels], dtype)
+        return
+    held = np.maximum(to_numpy(keras.ops.softmax(x)).astype("float64"), HALF_FLOOR[dtype])
+    assert_close(out, -np.log(held[:, 0]), dtype)
+    assert_close(grad[1], ref.softmax(x64[1:2])[0] - np.eye(3)[0], dtype)
+    if mode == MODES[0]:
+        assert warned
 
 
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
