@@ -88,6 +88,8 @@ def half_probabilities(y_pred, activation, axis=-1, name="keras_stable"):
         return p
     if activation == "sigmoid":
         exact = ops.sigmoid(logits)
+    elif static_shape(logits)[axis] == 1:
+        exact = ops.ones_like(logits)  # as `_recovered_logits` reads it
     else:
         exact = ops.softmax(logits, axis=axis)
     given = ops.where(consistent, exact, p)
