@@ -66,7 +66,10 @@ class NaNAudit(keras.callbacks.Callback):
     Attributes:
         step: the step (counted from 1 over the whole `fit`) that went
             non-finite, or `None`.
-        report: the `AuditReport`, or `None`.
+        report: the `AuditReport`, or `None` (no step failed, or the audit
+            could not run: then `audit_error` says why, as the report file
+            does).
+        audit_error: why the audit could not run, or `None`.
         paths: the files written: `{"batch": ..., "report": ..., "model": ...}`.
 
     Cost per step: one compiled call (`jax.jit`, a `tf.function`; eager
@@ -128,6 +131,7 @@ class NaNAudit(keras.callbacks.Callback):
         self.verbose = verbose
         self.step = None
         self.report = None
+        self.audit_error = None
         self.paths = {}
         self._steps = 0
         self._epoch = 0
@@ -162,6 +166,7 @@ class NaNAudit(keras.callbacks.Callback):
         self._steps = 0
         self.step = None
         self.report = None
+        self.audit_error = None
         self.paths = {}
         # The variables do not change during `fit`: listed once.
         self._checked = self._checked_weights()
@@ -260,7 +265,10 @@ class NaNAudit(keras.callbacks.Callback):
                 model.save(stem + ".keras")
                 self.paths["model"] = stem + ".keras"
             except Exception as error:  # noqa: BLE001 - the audit still runs
-                notes.append(f"the model could not be saved: {str(error).strip().splitlines()[0]}")
+                # No half-written file is left behind as if it were the model.
+                if os.path.exists(stem + ".keras"):
+                    os.remove(stem + ".keras")
+                notes.append(f"the model could not be saved: {_message(error)}")
         audit_text = "no batch to audit"
         if x is not None:
             try:
@@ -270,6 +278,18 @@ class NaNAudit(keras.callbacks.Callback):
                 audit_text = str(self.report)
             except AuditInputError as error:
                 audit_text = f"the audit could not run: {error}"
+            except Exception as error:  # noqa: BLE001 - training stops cleanly
+                # A model the audit cannot run as `fit` does (a loss computed in
+                # a custom `train_step`, say): say so in the report.
+                audit_text = (
+                    f"the audit could not run on this model: {type(error).__name__}: "
+                    f"{_message(error)}. The audit calls the model on the batch "
+                    "and applies its compiled loss; a loss computed inside a "
+                    "custom `train_step` is not visible to it: audit the "
+                    "sub-model and the loss that step uses, "
+                    "`keras_stable.audit.audit(submodel, x, y, loss=...)`."
+                )
+            self.audit_error = None if self.report is not None else audit_text
         lines = [
             f"NaNAudit: step {self.step} (epoch {self._epoch + 1}, batch {batch})",
             f"training mode: {self._mode()}",
@@ -328,6 +348,11 @@ def _compiled_check(copy):
     if key not in _CHECKS:
         _CHECKS[key] = compile_function(_check_function(copy))
     return _CHECKS[key]
+
+
+def _message(error):
+    """An exception's whole message on one line (never cut mid-sentence)."""
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 class _Recording:

@@ -109,3 +109,43 @@ def test_clean_training_is_left_alone(tmp_path):
 def test_bad_arguments():
     with pytest.raises(ValueError, match="batch_size"):
         NaNAudit("d", np.zeros((2, 2)), batch_size=0)
+
+
+class _Unsavable(keras.layers.Layer):
+    """A layer whose config cannot be written: `model.save` fails."""
+
+    def call(self, x):
+        return x
+
+    def get_config(self):
+        raise NotImplementedError("this layer has no config\nsecond line of the reason")
+
+
+def test_a_model_that_cannot_be_saved_or_audited_is_reported_whole(tmp_path, monkeypatch):
+    # The save fails: no half-written `.keras` file is left behind and the
+    # note keeps the whole message. The audit fails (as on a model whose
+    # loss lives in a custom `train_step`): the report says why and what to
+    # do, `audit_error` holds it, and training still stops cleanly.
+    from keras_stable.callbacks import nan_audit
+
+    inputs = keras.Input((4,))
+    outputs = keras.layers.Dense(1, kernel_initializer="ones", name="exp_out")(_Unsavable()(inputs))
+    model = keras.Model(inputs, keras.layers.Lambda(keras.ops.exp, name="exp")(outputs))
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.full((8, 4), 60.0, "float32")  # exp(240) overflows at the first step
+    y = np.zeros((8, 1), "float32")
+
+    def failing_audit(*args, **kwargs):
+        raise RuntimeError("the model's loss is computed in train_step")
+
+    monkeypatch.setattr(nan_audit, "audit", failing_audit)
+    callback = NaNAudit(tmp_path / "nan", modes=["eager"], verbose=0)
+    model.fit(x, y, batch_size=4, epochs=2, shuffle=False, callbacks=[callback], verbose=0)
+    assert callback.step is not None
+    assert "model" not in callback.paths
+    assert not list((tmp_path / "nan").glob("*.keras"))
+    text = Path(callback.paths["report"]).read_text()
+    assert "this layer has no config second line of the reason" in text
+    assert callback.report is None
+    assert "custom `train_step`" in callback.audit_error
+    assert callback.audit_error in text
