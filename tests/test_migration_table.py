@@ -29,6 +29,7 @@ import pytest
 from keras import ops as kops
 
 import keras_stable as ks
+from tests import reference as ref
 from tests.backend_utils import BACKEND
 from tests.backend_utils import assert_close
 from tests.backend_utils import to_numpy
@@ -172,12 +173,6 @@ def _soft_labels(seed, shape):
     return (p / p.sum(-1, keepdims=True)).astype("float32")
 
 
-def _softmax64(s, axis=-1):
-    s = np.asarray(s, F64)
-    e = np.exp(s - s.max(axis, keepdims=True))
-    return e / e.sum(axis, keepdims=True)
-
-
 def _sigmoid64(x):
     return 1.0 / (1.0 + np.exp(-np.asarray(x, F64)))
 
@@ -264,11 +259,6 @@ def tfa_triplet_hard_loss(y_true, y_pred, margin=1.0, soft=False, distance_metri
     return np.mean(np.maximum(hard_positives - hard_negatives + margin, 0.0))
 
 
-def tfa_contrastive_loss(y_true, y_pred, margin=1.0):
-    y, d = np.asarray(y_true, F64), np.asarray(y_pred, F64)
-    return y * d**2 + (1.0 - y) * np.maximum(margin - d, 0.0) ** 2
-
-
 def tfa_sigmoid_focal_crossentropy(y_true, y_pred, alpha=0.25, gamma=2.0, from_logits=False):
     y, x = np.asarray(y_true, F64), np.asarray(y_pred, F64)
     if from_logits:
@@ -292,16 +282,6 @@ def _stirling(targets):
     with np.errstate(divide="ignore", invalid="ignore"):
         approx = y * np.log(y) - y + 0.5 * np.log(2 * np.pi * y)
     return np.where(y <= 1, 0.0, approx)
-
-
-def _poisson64(y, log_rate):
-    return np.exp(np.asarray(log_rate, F64)) - np.asarray(y, F64) * log_rate
-
-
-def _lgamma1p(y):
-    from math import lgamma
-
-    return np.vectorize(lambda v: lgamma(v + 1.0))(np.asarray(y, F64))
 
 
 def _metric_learning_batch(seed=0, labels=(0, 0, 1, 1, 1, 2, 2, 0)):
@@ -390,7 +370,7 @@ def loss_softmax_then_hand_written_ce():
 
 
 def loss_categorical_on_probabilities():
-    probs, labels = _softmax64(_normal(5, (6, 4))).astype("float32"), _onehot(6, 6, 4)
+    probs, labels = ref.softmax(_normal(5, (6, 4))).astype("float32"), _onehot(6, 6, 4)
     agree(
         ks.losses.StableSoftmaxCrossEntropy(from_logits=False)(labels, probs),
         keras.losses.CategoricalCrossentropy()(labels, probs),
@@ -513,7 +493,7 @@ def loss_categorical_focal_from_logits():
 
 
 def loss_categorical_focal_probabilities():
-    probs, labels = _softmax64(_normal(25, (6, 4))).astype("float32"), _onehot(26, 6, 4)
+    probs, labels = ref.softmax(_normal(25, (6, 4))).astype("float32"), _onehot(26, 6, 4)
     agree(
         ks.losses.StableSoftmaxFocalCrossEntropy(from_logits=False, alpha=0.25)(labels, probs),
         keras.losses.CategoricalFocalCrossentropy()(labels, probs),
@@ -585,7 +565,7 @@ def loss_contrastive():
     labels = np.array([1, 0, 1, 0, 0, 1, 0, 1], "float32")
     margin = 2.5  # distances lie on both sides of it
     left = np.mean(
-        tfa_contrastive_loss(labels, np.linalg.norm(np.asarray(a, F64) - b, axis=1), margin)
+        ref.contrastive_loss(labels, np.linalg.norm(np.asarray(a, F64) - b, axis=1), margin)
     )
     right = ks.losses.ContrastiveLoss(margin)(labels, ks.layers.SafeNorm()(a - b))
     agree(right, left)
@@ -1161,7 +1141,7 @@ def function_softmax():
     for axis, (right, hand, keras_left) in zip(axes, compiled(both)(s)):
         agree(right, hand, f"exp(s) / sum(exp(s)), axis={axis}")
         agree(right, keras_left, f"keras.ops.softmax, axis={axis}")
-        agree(right, _softmax64(s, axis), f"numpy tf.nn.softmax, axis={axis}")
+        agree(right, ref.softmax(s, axis), f"numpy tf.nn.softmax, axis={axis}")
         if tf:
             agree(right, tf.nn.softmax(s, axis=axis), f"tf.nn.softmax, axis={axis}")
 
@@ -1175,7 +1155,7 @@ def function_log_softmax():
     )(s)
     for axis, (right, hand) in zip(axes, pairs):
         agree(right, hand, f"log(softmax(s)), axis={axis}")
-        agree(right, np.log(_softmax64(s, axis)), f"numpy tf.nn.log_softmax, axis={axis}")
+        agree(right, np.log(ref.softmax(s, axis)), f"numpy tf.nn.log_softmax, axis={axis}")
         if tf:
             agree(right, tf.nn.log_softmax(s, axis=axis), f"tf.nn.log_softmax, axis={axis}")
 
@@ -1210,7 +1190,7 @@ def function_softmax_cross_entropy():
     tf = _framework("tf")
     for axis in (-1, 0):
         right = ks.ops.softmax_cross_entropy(labels, logits, axis)
-        exact = -np.sum(labels * np.log(_softmax64(logits, axis)), axis=axis)
+        exact = -np.sum(labels * np.log(ref.softmax(logits, axis)), axis=axis)
         agree(right, exact, f"numpy, axis={axis}")
         if tf:
             left = tf.nn.softmax_cross_entropy_with_logits(labels, logits, axis=axis)
@@ -1220,7 +1200,7 @@ def function_softmax_cross_entropy():
 def function_sparse_softmax_cross_entropy():
     logits, labels = _normal(93, (6, 4), 2.0), _rng(94).integers(0, 4, 6).astype("int32")
     right = ks.ops.sparse_softmax_cross_entropy(labels, logits)
-    agree(right, -np.log(_softmax64(logits))[np.arange(6), labels], "numpy")
+    agree(right, -np.log(ref.softmax(logits))[np.arange(6), labels], "numpy")
     if tf := _framework("tf"):
         agree(right, tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits), "tf.nn")
 
@@ -1265,7 +1245,7 @@ def function_masked_elementwise():
 def function_poisson_nll():
     log_rate, counts = _normal(100, (6, 4), 0.5), _counts(101, (6, 4))
     right = ks.ops.poisson_nll(counts, log_rate)
-    agree(right, _poisson64(counts, log_rate), "numpy tf.nn.log_poisson_loss")
+    agree(right, ref.poisson_nll(counts, log_rate), "numpy tf.nn.log_poisson_loss")
     rate = np.exp(np.asarray(log_rate, F64)).astype("float32")
     right_rate = ks.ops.poisson_nll(counts, rate, False, False)
     # torch's log_input=False adds eps=1e-8 inside the log: ~1e-8 relative here.
@@ -1292,7 +1272,7 @@ def function_poisson_nll():
 def function_poisson_nll_full():
     log_rate, counts = _normal(102, (6, 4), 0.5), _counts(103, (6, 4))
     right = ks.ops.poisson_nll(counts, log_rate, True)
-    agree(right, _poisson64(counts, log_rate) + _lgamma1p(counts), "exact lgamma (sanity)")
+    agree(right, ref.poisson_nll(counts, log_rate, full=True), "exact lgamma (sanity)")
     if tf := _framework("tf"):
         agree(right, tf.nn.log_poisson_loss(counts, log_rate, compute_full_loss=True), "tf")
     if torch := _framework("torch"):
@@ -1300,7 +1280,7 @@ def function_poisson_nll_full():
             _torch_tensor(log_rate), _torch_tensor(counts), full=True, reduction="none"
         )
         agree(right, left, "torch")
-    agree(right, _poisson64(counts, log_rate) + _stirling(counts), "numpy tf / torch full")
+    agree(right, ref.poisson_nll(counts, log_rate) + _stirling(counts), "numpy tf / torch full")
 
 
 def function_gaussian_nll():
@@ -1412,7 +1392,7 @@ def function_metric_learning():
     distances = _rng(121).uniform(0.2, 3.0, 6).astype("float32")
     agree(
         ks.ops.contrastive_loss(pair_labels, distances, 1.5),
-        tfa_contrastive_loss(pair_labels, distances, 1.5),
+        ref.contrastive_loss(pair_labels, distances, 1.5),
         "contrastive",
     )
 

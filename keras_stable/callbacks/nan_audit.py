@@ -147,7 +147,7 @@ class NaNAudit(keras.callbacks.Callback):
     def _non_finite_weights(self):
         """The paths of the trainable weights holding a NaN or inf (only
         asked once a step has failed: one check per weight)."""
-        weights = self._checked_weights()
+        weights = self._checked
         if not weights:
             return []
         flags = keras.ops.stack([keras.ops.all(keras.ops.isfinite(v.value)) for v in weights])

@@ -350,16 +350,14 @@ def test_native_ctc_loss_matches_the_portable_formulation(case, dtype):
         what = f"{case}, {zero_infinity=}"
         cot = RNG.normal(size=(len(target),))
         out, (grad,) = vjp(fn, [args[1]], wrt=(0,), cotangent=cot.astype(dtype))
+        assert np.all(np.isfinite(to_numpy(grad)))
+        assert np.all(to_numpy(out) >= 0)
+        if not native:  # declined: the portable formulation ran (test_ctc.py)
+            continue
         with portable():
             portable_out, (portable_grad,) = vjp(
                 fn, [args[1]], wrt=(0,), cotangent=cot.astype(dtype)
             )
-        assert np.all(np.isfinite(to_numpy(grad)))
-        assert np.all(to_numpy(out) >= 0)
-        if not native:  # the portable formulation ran: the same numbers
-            assert_close(out, portable_out, dtype, what, (0.0, 0.0))
-            assert_close(grad, portable_grad, dtype, what, (0.0, 0.0))
-            continue
         # Both formulations compute in float32 (float64 logits too: see
         # `compute_dtype_of`), so each is held to test_ctc.py's float32
         # bound against the float64 reference: T ulp(|logit|) of absolute
