@@ -12,6 +12,7 @@ from case import stable_class
 from case import tf_only
 from inputs import ELEMENTWISE_SIZES
 from inputs import NORM_SIZES
+from inputs import PROBABILITY_SIZES
 from inputs import SOFTMAX_SIZES
 from inputs import SPARSE_SIZES
 from inputs import TASK_SIZES
@@ -23,6 +24,23 @@ from inputs import build_positive
 from inputs import build_sparse_ce
 from inputs import build_task
 from inputs import build_x
+
+
+def _on_softmax_output(make):
+    """A loss factory read on `softmax(logits)` (`from_logits=False`): the
+    softmax runs inside the timed step, so the output carries its logits
+    where the backend exposes them (TF, torch), as a model's softmax layer
+    does, and the gradient reaches the logits."""
+
+    def factory(m):
+        loss = make(m)
+        if loss is None:
+            return None
+        return lambda y, x: loss(y, K(m).ops.softmax(x, axis=-1))
+
+    factory.missing = getattr(make, "missing", lambda m: False)
+    factory.label = getattr(make, "label", None)
+    return factory
 
 
 def norm_ops():
@@ -299,6 +317,21 @@ def loss_cases():
                 "keras.losses.SparseCategoricalCrossentropy": lambda m: K(
                     m
                 ).losses.SparseCategoricalCrossentropy(from_logits=True)
+            },
+        ),
+        Case(
+            "losses.StableSparseSoftmaxCrossEntropy(from_logits=False)",
+            "loss",
+            "cross_entropy",
+            PROBABILITY_SIZES,
+            build_sparse_ce,
+            _on_softmax_output(
+                stable_class("losses", "StableSparseSoftmaxCrossEntropy", from_logits=False)
+            ),
+            {
+                "keras.losses.SparseCategoricalCrossentropy": _on_softmax_output(
+                    lambda m: K(m).losses.SparseCategoricalCrossentropy(from_logits=False)
+                )
             },
         ),
         Case(

@@ -11,6 +11,8 @@ import numpy as np
 NORM_SIZES = {"S": (1024, 128), "M": (8192, 512), "L": (32768, 512)}
 SOFTMAX_SIZES = {"S": (512, 1000), "M": (4096, 1000), "L": (16384, 1000)}
 SPARSE_SIZES = {"S": (256, 8192), "M": (1024, 32000), "L": (4096, 32000)}
+# A softmax output layer (the masked-LM tutorial: 3000 classes).
+PROBABILITY_SIZES = {"S": (256, 3000), "M": (2048, 3000), "L": (8192, 3000)}
 ELEMENTWISE_SIZES = {"S": (1024, 128), "M": (8192, 512), "L": (32768, 512)}
 TASK_SIZES = {"S": (1024, 8), "M": (65536, 8), "L": (262144, 8)}
 

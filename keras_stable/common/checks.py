@@ -337,11 +337,14 @@ def warn_if_probabilities(logits, from_logits, name):
     """Warns, as Keras does, when `from_logits=True` meets probabilities.
 
     Keras marks the output of a softmax or sigmoid activation (the tensor
-    keeps its logits as `_keras_logits` on TF and torch; on TF graphs the
-    producing op is `Softmax`/`Sigmoid`). keras_stable's losses default to
-    `from_logits=True` where Keras defaults to False, so a literal swap of a
-    model with a softmax head would silently compute the cross-entropy of
-    probabilities read as logits.
+    keeps its logits as `_keras_logits`: TF and torch tensors, concrete JAX
+    arrays; on TF graphs the producing op is `Softmax`/`Sigmoid`).
+    keras_stable's losses default to `from_logits=True` where Keras defaults
+    to False, so a literal swap of a model with a softmax head would
+    silently compute the cross-entropy of probabilities read as logits.
+    Inside `jax.jit` (a JAX model's `fit`) tracers take no mark: nothing is
+    warned about there; `keras_stable.audit` runs the model eagerly and
+    warns.
     """
     if not from_logits:
         return
@@ -375,6 +378,43 @@ def exposed_logits(y_pred):
     except Exception:  # eager tensors and other backends have no op
         pass
     return None
+
+
+def graph_activation(y_pred, logits, rank):
+    """`"softmax"` (over the last of `rank` axes) or `"sigmoid"` where the
+    graph that produced `y_pred` shows it is that activation of `logits`,
+    else None.
+
+    A TensorFlow graph shows it in the producing op (`Softmax`, always over
+    the last axis, or `Sigmoid`, with `logits` as its input); torch's
+    autograd graph in `y_pred.grad_fn` (`SoftmaxBackward0` over the last
+    axis or `SigmoidBackward0`, whose input node is `logits`'s). Eager TF
+    tensors, JAX arrays and tensors that track no gradient show nothing.
+    What the graph shows needs no check of the values: reading them would
+    make a step compute the activation that a loss reading only the logits
+    lets a compiler drop.
+    """
+    try:
+        op = y_pred.op
+        if len(op.inputs) == 1 and op.inputs[0].name == logits.name:
+            return {"Softmax": "softmax", "Sigmoid": "sigmoid"}.get(op.type)
+        return None
+    except Exception:  # eager tensors and other backends have no op
+        pass
+    node = getattr(y_pred, "grad_fn", None)
+    kind = type(node).__name__
+    if kind not in ("SoftmaxBackward0", "SigmoidBackward0"):
+        return None
+    (source, _), *_ = node.next_functions
+    if source is None or not (
+        source is logits.grad_fn or getattr(source, "variable", None) is logits
+    ):
+        return None
+    if kind == "SigmoidBackward0":
+        return "sigmoid"
+    dim = node._saved_dim
+    dim = dim - 2**64 if dim >= 2**63 else dim  # -1 is stored unsigned
+    return "softmax" if dim % rank == rank - 1 else None
 
 
 def integer_labels(y_true, y_pred, axis):

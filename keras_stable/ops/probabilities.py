@@ -15,6 +15,7 @@ from keras import ops
 
 from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import exposed_logits
+from keras_stable.common.checks import graph_activation
 from keras_stable.common.dtypes import HALF
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
@@ -92,7 +93,7 @@ def half_probabilities(y_pred, activation, axis=-1, name="keras_stable"):
         exact = ops.ones_like(logits)  # as `_recovered_logits` reads it
     else:
         exact = ops.softmax(logits, axis=axis)
-    given = ops.where(consistent, exact, p)
+    given = exact if consistent is None else ops.where(consistent, exact, p)
     try:
         given._keras_logits = logits
     except AttributeError:  # a tensor that takes no attribute: read as held
@@ -132,14 +133,23 @@ def _recovered_logits(y_pred, probs, activation, axis=None):
     `y_pred` (whole rows along `axis` for a softmax; for a half-precision
     output, after rounding to its dtype): a softmax output fed to a sigmoid
     loss, or a softmax over another axis, falls back to the probabilities
-    instead of using the wrong logits.
+    instead of using the wrong logits. Where the graph (TensorFlow's, or
+    torch's autograd graph) shows the activation (`graph_activation`),
+    nothing is read from the values: a softmax is consistent everywhere
+    (`consistent` is None), a sigmoid wherever its logit is finite.
     """
     logits = exposed_logits(y_pred)
     dtype = dtype_of(y_pred)
     if logits is None or dtype not in _RECOVERY_TOLERANCE:
         return None, None
-    rtol, atol = _RECOVERY_TOLERANCE[dtype]
+    rank = len(static_shape(probs))
+    shown = graph_activation(y_pred, logits, rank)
     logits = ops.cast(ops.convert_to_tensor(logits), dtype_of(probs))
+    if shown == activation == "sigmoid":
+        return logits, ops.isfinite(logits)
+    if shown == activation == "softmax" and axis is not None and axis % rank == rank - 1:
+        return logits, None
+    rtol, atol = _RECOVERY_TOLERANCE[dtype]
     # The activation as Keras computes it (the check carries no gradient).
     if activation == "sigmoid":
         expected = ops.sigmoid(logits)
@@ -179,9 +189,11 @@ def softmax_scores(y_pred, from_logits, axis=-1):
     if from_logits:
         return x, out_dtype
     axis = check_axis(axis, len(static_shape(x)))
+    logits, consistent = _recovered_logits(y_pred, x, "softmax", axis)
+    if logits is not None and consistent is None:
+        return logits, out_dtype
     probs = _floored(x, out_dtype) if out_dtype in HALF else x
     scores = saturated_log(probs)
-    logits, consistent = _recovered_logits(y_pred, x, "softmax", axis)
     if logits is not None:
         scores = ops.where(consistent, logits, scores)
     elif out_dtype in HALF:

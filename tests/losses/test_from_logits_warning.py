@@ -1,7 +1,9 @@
 """A softmax/sigmoid output fed to a `from_logits=True` loss warns, as Keras
 does: keras_stable defaults to `from_logits=True`, Keras to False. Each call
 warns once, whether the twin op sees the marked tensor (float32) or the
-loss hands it a float32 cast (half precision)."""
+loss hands it a float32 cast (half precision). Concrete JAX arrays carry
+the mark too; JAX tracers (inside `jax.jit`: a JAX model's `fit`) do not,
+and `keras_stable.audit`, which runs the model eagerly, warns instead."""
 
 import warnings
 
@@ -10,10 +12,6 @@ import numpy as np
 import pytest
 
 import keras_stable
-from tests.backend_utils import BACKEND
-
-# JAX arrays take no attributes: Keras cannot mark activation outputs there.
-pytestmark = pytest.mark.skipif(BACKEND == "jax", reason="JAX arrays carry no `_keras_logits`")
 
 L = keras_stable.losses
 ONE_HOT = np.eye(3, dtype="float32")[[0, 1]]
@@ -86,3 +84,18 @@ def test_one_warning_in_a_tensorflow_graph(cls, activation, y):
 
     caught = _from_logits_warnings(lambda: value(tf.ones((2, 3))))
     assert len(caught) == 1, [str(w.message) for w in caught]
+
+
+@pytest.mark.jax
+def test_jax_fit_is_silent_and_the_audit_warns():
+    """JAX: tracers take no mark, so a jitted `fit` of a softmax model with
+    `from_logits=True` cannot warn (as Keras's own loss cannot tell either);
+    `keras_stable.audit` runs the model eagerly, where the output is marked,
+    and warns."""
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+    model.compile(loss=L.StableSparseSoftmaxCrossEntropy())
+    x = np.random.default_rng(0).random((8, 4)).astype("float32")
+    y = np.arange(8) % 3
+    assert _from_logits_warnings(lambda: model.fit(x, y, epochs=1, verbose=0)) == []
+    caught = _from_logits_warnings(lambda: keras_stable.audit.audit(model, x, y))
+    assert len(caught) >= 1, "the audit's eager run did not warn"

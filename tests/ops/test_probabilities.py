@@ -192,6 +192,68 @@ def test_tensorflow_graph_softmax_op_gives_its_logits():
     assert_close(to_numpy(bce), [[90.0]])
 
 
+@pytest.mark.tensorflow
+@pytest.mark.parametrize("op", SOFTMAX_OPS, ids=IDS.get)
+def test_tensorflow_graph_softmax_output_is_not_read(op):
+    """Where the graph shows `Softmax(logits)` over the loss's axis, the loss
+    reads the logits only: nothing consumes the softmax output, so a
+    compiled step drops it as Keras's own loss lets it (the values check
+    cost 2-3x Keras's time on a 3000-class output)."""
+    import tensorflow as tf
+
+    logits = tf.constant(3.0 * np.random.default_rng(0).standard_normal((4, 3)), "float32")
+    graph = tf.function(lambda z: op(keras.activations.softmax(z))).get_concrete_function(logits)
+    (softmax,) = [o for o in graph.graph.get_operations() if o.type == "Softmax"]
+    assert softmax.outputs[0].consumers() == []
+
+
+@pytest.mark.tensorflow
+def test_tensorflow_graph_softmax_over_another_axis_is_read_as_probabilities():
+    """A softmax over axis 0 feeding a loss over axis -1 (the graph shows a
+    transposed `Softmax`): the logits do not give this loss; the values are
+    read as probabilities, renormalised over the loss's axis."""
+    import tensorflow as tf
+
+    logits = np.array([[0.0, 1.0, 2.0], [2.0, 0.0, -1.0]], "float32")
+    labels = np.array([2, 0])
+
+    @tf.function
+    def loss(z):
+        return ops.sparse_softmax_cross_entropy(labels, tf.nn.softmax(z, axis=0), from_logits=False)
+
+    p = ref.softmax(logits.astype("float64"), axis=0)
+    expected = -np.log(p[[0, 1], labels] / p.sum(axis=-1))
+    assert_close(to_numpy(loss(tf.constant(logits))), expected)
+
+
+@pytest.mark.torch
+def test_torch_autograd_graph_shows_the_activation():
+    """torch: `grad_fn` shows a softmax over the last axis or a sigmoid of
+    the marked logits; a softmax over another axis, a tensor modified after
+    the activation, or one computed without gradient tracking shows nothing
+    (its values are checked instead)."""
+    import torch
+
+    from keras_stable.common.checks import graph_activation
+
+    z = torch.randn(3, 4, requires_grad=True)
+    h = 2.0 * z
+    assert graph_activation(keras.activations.softmax(z), z, 2) == "softmax"
+    assert graph_activation(keras.activations.softmax(h, axis=1), h, 2) == "softmax"
+    assert graph_activation(keras.activations.softmax(h, axis=0), h, 2) is None
+    assert graph_activation(keras.activations.sigmoid(h), h, 2) == "sigmoid"
+    assert graph_activation(keras.activations.sigmoid(h), z, 2) is None
+    assert graph_activation(keras.activations.softmax(h).clamp(1e-7, 1.0), h, 2) is None
+    with torch.no_grad():
+        assert graph_activation(keras.activations.softmax(h), h, 2) is None
+    labels = np.array([1, 0, 3])
+    value = ops.sparse_softmax_cross_entropy(
+        labels, keras.activations.softmax(h), from_logits=False
+    )
+    expected = -ref.log_softmax(to_numpy(h))[[0, 1, 2], labels]
+    assert_close(to_numpy(value), expected)
+
+
 @pytest.mark.skipif(BACKEND == "jax", reason="JAX arrays carry no `_keras_logits`")
 def test_softmax_output_in_a_sigmoid_loss_is_read_as_probabilities():
     """Keras's logits marker does not say which activation made the output;
