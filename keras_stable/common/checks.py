@@ -291,7 +291,9 @@ def check_margin(margin, name="margin"):
     """A real number (a loss's margin) -> float."""
     if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise ValueError(
-            f"`{name}` must be a float, got {margin!r} of type {type(margin).__name__}."
+            f"`{name}` must be a float, got {margin!r} of type {type(margin).__name__}. "
+            "A tensor-valued margin (accepted by TF Addons) is not: it would "
+            "not serialize. For a margin per pair, scale the distances instead."
         )
     return float(margin)
 

@@ -57,7 +57,15 @@ def to_float32(x):
 
 
 def compute_dtype_of(*dtypes):
-    """The dtype several float inputs are computed in (float32 at least)."""
+    """The dtype several float inputs are computed in (float32 at least).
+
+    float64 wherever an input is float64: Keras's promotion rule follows
+    JAX's default and gives float32 for float64 on the JAX and torch
+    backends, which would round a float64 computation to float32 (a
+    float64 array exists on JAX only under `jax.enable_x64`).
+    """
+    if "float64" in (keras.backend.standardize_dtype(d) for d in dtypes):
+        return "float64"
     result = keras.backend.result_type(*dtypes)
     if result in HALF or not is_float(result):
         return "float32"
@@ -70,5 +78,60 @@ def result_float_dtype(*dtypes):
     The promoted float dtype (so float16 + float16 stays float16), or float32
     when the inputs are integers or booleans.
     """
+    if "float64" in (keras.backend.standardize_dtype(d) for d in dtypes):
+        return "float64"  # as `compute_dtype_of`
     result = keras.backend.result_type(*dtypes)
     return result if is_float(result) else "float32"
+
+
+def _keeps_float64(*args):
+    """Whether an op of `args` must be kept in float64 by hand: Keras's
+    torch and JAX backends follow JAX's default promotion (64-bit to
+    32-bit), so `maximum` and `minimum` of float64 give float32 on torch,
+    and `mean` averages float64 in float32 on both."""
+    if keras.backend.backend() == "tensorflow":
+        return False
+    return any(
+        hasattr(a, "dtype") and keras.backend.standardize_dtype(a.dtype) == "float64" for a in args
+    )
+
+
+def maximum(x, y):
+    """`keras.ops.maximum`, in float64 when an input is float64 (a tie
+    sends the gradient to `x`, a NaN in either input propagates)."""
+    if not _keeps_float64(x, y):
+        return ops.maximum(x, y)
+    x, y = ops.convert_to_tensor(x, "float64"), ops.convert_to_tensor(y, "float64")
+    return ops.where(ops.logical_or(ops.greater_equal(x, y), ops.isnan(x)), x, y)
+
+
+def minimum(x, y):
+    """`keras.ops.minimum`, in float64 when an input is float64 (as
+    `maximum`)."""
+    if not _keeps_float64(x, y):
+        return ops.minimum(x, y)
+    x, y = ops.convert_to_tensor(x, "float64"), ops.convert_to_tensor(y, "float64")
+    return ops.where(ops.logical_or(ops.less_equal(x, y), ops.isnan(x)), x, y)
+
+
+def mean(x, axis=None, keepdims=False):
+    """`keras.ops.mean`, in float64 for float64 `x`: Keras's torch and JAX
+    backends average float64 in float32 and cast the result back."""
+    if not _keeps_float64(x):
+        return ops.mean(x, axis=axis, keepdims=keepdims)
+    axes = range(len(x.shape)) if axis is None else axis
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    return ops.sum(x, axis=axis, keepdims=keepdims) / count
+
+
+def tanh(x):
+    """`keras.ops.tanh`, in float64 for float64 `x` (Keras's JAX backend
+    computes it in float32): `sign(x) * -e / (e + 2)` with `e =
+    expm1(-2|x|)`, exact to round-off near 0 and 1 far out."""
+    if not _keeps_float64(x):
+        return ops.tanh(x)
+    e = ops.expm1(-2.0 * ops.abs(x))
+    return ops.sign(x) * (-e / (e + 2.0))

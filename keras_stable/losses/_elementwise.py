@@ -11,6 +11,7 @@ from keras import ops
 from keras_stable import ops as stable_ops
 from keras_stable.common.checks import align_ranks
 from keras_stable.common.checks import check_axis
+from keras_stable.common.dtypes import mean
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
 
@@ -27,7 +28,7 @@ def mean_over_last_axis(values, observed=None):
     """
     rank = len(static_shape(values))
     if observed is None:
-        return (ops.mean(values, axis=-1) if rank >= 2 else values), None
+        return (mean(values, axis=-1) if rank >= 2 else values), None
     if rank < 2:
         return values, observed
     count = ops.sum(ops.cast(observed, values.dtype), axis=-1)
@@ -55,7 +56,7 @@ def mean_over_observed_axis(values, observed, axis=-1):
     count = ops.sum(ops.cast(observed, values.dtype), axis=axis)
     partial = stable_ops.safe_divide(ops.sum(values, axis=axis), count)
     complete = ops.all(observed, axis=axis)
-    return ops.where(complete, ops.mean(values, axis=axis), partial), ops.greater(count, 0)
+    return ops.where(complete, mean(values, axis=axis), partial), ops.greater(count, 0)
 
 
 def mean_over_observed(error_fn, y_true, y_pred):

@@ -14,6 +14,8 @@ from keras_stable.common.checks import check_similar_label
 from keras_stable.common.checks import check_temperature
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import is_float
+from keras_stable.common.dtypes import maximum
+from keras_stable.common.dtypes import mean
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
@@ -83,7 +85,7 @@ def contrastive_loss(labels, distances, margin=1.0, *, similar_label=1):
             f"shape, got y_true.shape={t} and y_pred.shape={p}."
         )
     similar = labels if similar_label == 1 else 1.0 - labels
-    gap = ops.maximum(margin - distances, 0.0)
+    gap = maximum(margin - distances, 0.0)
     loss = similar * ops.square(distances) + (1.0 - similar) * ops.square(gap)
     return ops.cast(loss, out_dtype)
 
@@ -119,7 +121,7 @@ def info_nce_terms(views, temperature=0.1, present=None):
         views = ops.where(ops.reshape(present, (1, -1, 1)), views, ops.zeros_like(views))
     # Rows 0..B-1 are the first views, B..2B-1 the second ones.
     unit = l2_normalize(rescaled(ops.reshape(views, (-1, dim))), axis=-1)
-    logits = ops.matmul(unit, ops.transpose(unit)) / temperature
+    logits = ops.einsum("id,jd->ij", unit, unit) / temperature
     index = ops.arange(2 * batch)
     not_self = ops.not_equal(ops.expand_dims(index, 1), ops.expand_dims(index, 0))
     mask = not_self
@@ -182,4 +184,4 @@ def info_nce_loss(views, temperature=0.1):
     views_t = ops.convert_to_tensor(views)
     values, _ = info_nce_terms(views_t, temperature)
     out_dtype = result_float_dtype(dtype_of(views_t))
-    return ops.cast(ops.mean(values), out_dtype)
+    return ops.cast(mean(values), out_dtype)

@@ -14,6 +14,7 @@ from keras_stable.common.checks import prepare_mask
 from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import maximum
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
 from keras_stable.ops import _kernels
@@ -89,7 +90,7 @@ def softmax_cross_entropy(
         if mask is not None:
             valid = ops.logical_and(valid, mask)
         n_valid = ops.sum(ops.cast(valid, compute), axis=axis, keepdims=True)
-        spread = label_smoothing / ops.maximum(n_valid, 1.0)
+        spread = label_smoothing / maximum(n_valid, 1.0)
         labels = labels * (1.0 - label_smoothing) + ops.where(valid, spread, ops.zeros_like(labels))
     if _kernels.kernels_enabled():
         loss = _kernels.softmax_cross_entropy_kernel(labels, logits, axis, mask)

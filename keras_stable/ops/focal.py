@@ -19,6 +19,7 @@ from keras_stable.common.checks import prepare_mask
 from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import maximum
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
 from keras_stable.ops.logarithms import SMALLEST_NORMAL
@@ -41,7 +42,7 @@ def _log_mix(w, log_a, log_b):
     `a / b < 1e-38`) the result is the log of the weighted term itself,
     exact in value and in its gradient with respect to the logits.
     """
-    m = ops.maximum(log_a, log_b)
+    m = maximum(log_a, log_b)
     m = ops.stop_gradient(ops.where(ops.isfinite(m), m, ops.zeros_like(m)))
     inner = w * ops.exp(log_a - m) + (1.0 - w) * ops.exp(log_b - m)
     normal = ops.greater_equal(inner, ops.full_like(inner, SMALLEST_NORMAL[dtype_of(inner)]))
@@ -73,7 +74,7 @@ def _power(u, gamma, dtype):
         for _ in range(int(gamma) - 1):
             out = out * u
         return out
-    return ops.exp(gamma * ops.log(ops.maximum(u, SMALLEST_NORMAL[dtype])))
+    return ops.exp(gamma * ops.log(maximum(u, SMALLEST_NORMAL[dtype])))
 
 
 def sigmoid_focal_cross_entropy(labels, logits, gamma=2.0, alpha=None, from_logits=True):
@@ -274,7 +275,7 @@ def softmax_focal_cross_entropy(
     nonempty, log_total = ops.not_equal(total, 0), safe_log(total)
     if label_smoothing:
         n_valid = ops.sum(ops.cast(valid, compute), axis=axis, keepdims=True)
-        spread = label_smoothing / ops.maximum(n_valid, 1.0)
+        spread = label_smoothing / maximum(n_valid, 1.0)
         labels = labels * (1.0 - label_smoothing) + ops.where(valid, spread, ops.zeros_like(labels))
     zeros = ops.zeros_like(logits)
     # A class above 1/2 is the unique largest (z = 0 there). With `d` the

@@ -7,6 +7,8 @@ from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import maximum
+from keras_stable.common.dtypes import mean
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
@@ -196,12 +198,12 @@ def safe_std(x, axis=None, keepdims=False):
     seen = ops.greater_equal(hi, lo)  # some finite entry in the slice
     zeros = ops.zeros_like(hi)
     hi, lo = ops.where(seen, hi, zeros), ops.where(seen, lo, zeros)
-    scale = moderate_scale(ops.maximum(ops.abs(hi), ops.abs(lo)))
+    scale = moderate_scale(maximum(ops.abs(hi), ops.abs(lo)))
     t_hi, t_lo = scaled_by(hi, scale), scaled_by(lo, scale)
     centre = ops.stop_gradient(0.5 * t_hi + 0.5 * t_lo)
     t = scaled_by(x, scale) - centre
-    dev = t - ops.mean(t, axis=axes, keepdims=True)
-    variance = ops.mean(ops.square(dev), axis=axes, keepdims=True)
+    dev = t - mean(t, axis=axes, keepdims=True)
+    variance = mean(ops.square(dev), axis=axes, keepdims=True)
     std = safe_sqrt(variance) * scale
     if not keepdims:
         std = ops.squeeze(std, axis=axes)

@@ -14,6 +14,8 @@ from keras_stable.common.checks import check_distance_metric
 from keras_stable.common.checks import check_margin
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import is_float
+from keras_stable.common.dtypes import maximum
+from keras_stable.common.dtypes import minimum
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
@@ -149,7 +151,7 @@ def _semihard_negatives(fixed, negative):
     count = ops.take_along_axis(before, rank, axis=1)  # #{n: d(a, n) <= d(a, p)}
     negatives = ops.argsort(ops.where(negative, rank, rank + batch), axis=1)
     closest_outside = ops.take_along_axis(
-        ops.cast(negatives, "int32"), ops.minimum(count, batch - 1), axis=1
+        ops.cast(negatives, "int32"), minimum(count, batch - 1), axis=1
     )
     has_outside = ops.less(count, ops.sum(is_negative, axis=1, keepdims=True))
     inf = ops.full_like(fixed, _INF)
@@ -176,7 +178,7 @@ def semihard_triplet_terms(labels, embeddings, margin=1.0, distance_metric="L2",
     # into the chosen distance through `take_along_axis`).
     chosen = _semihard_negatives(ops.stop_gradient(dist), negative)
     d_neg = ops.take_along_axis(dist, chosen, axis=1)
-    loss = ops.maximum(dist - d_neg + margin, 0.0)
+    loss = maximum(dist - d_neg + margin, 0.0)
     has_negative = ops.any(negative, axis=1, keepdims=True)
     valid = ops.logical_and(positive, has_negative)
     return ops.where(valid, loss, ops.zeros_like(loss)), valid
@@ -217,7 +219,7 @@ def hard_triplet_terms(
     if soft:
         loss = ops.softplus(gap)
     else:
-        loss = ops.maximum(gap + margin, 0.0)
+        loss = maximum(gap + margin, 0.0)
     return ops.where(valid, loss, ops.zeros_like(loss)), valid
 
 
@@ -225,7 +227,9 @@ def _mean_over_valid(values, valid, like):
     total = ops.sum(values)
     count = ops.sum(ops.cast(valid, values.dtype))
     out_dtype = result_float_dtype(dtype_of(like))
-    return ops.cast(ops.divide_no_nan(total, count), out_dtype)
+    # 0 without a valid entry (`ops.divide_no_nan` is float32 on torch).
+    some = ops.greater(count, 0)
+    return ops.cast(ops.where(some, total / ops.where(some, count, 1.0), 0.0), out_dtype)
 
 
 def triplet_semihard_loss(labels, embeddings, margin=1.0, distance_metric="L2"):

@@ -465,6 +465,11 @@ def test_bad_arguments_raise_naming_the_argument():
         losses.TripletHardLoss(distance_metric=lambda x: x)
     with pytest.raises(ValueError, match="margin"):
         losses.TripletHardLoss(margin="1")
+    # TF Addons takes a tensor margin; here it is a documented difference.
+    tensor_margin = keras.ops.ones(())
+    for make in (losses.TripletSemiHardLoss, losses.TripletHardLoss, losses.ContrastiveLoss):
+        with pytest.raises(ValueError, match="`margin` must be a float.*tensor-valued margin"):
+            make(margin=tensor_margin)
     with pytest.raises(ValueError, match="soft"):
         losses.TripletHardLoss(soft=1)
     for t in (0.0, -0.1, float("inf"), True):

@@ -91,3 +91,19 @@ def test_gradient_equals_finite_differences_in_float64(case):
 
         fd = finite_difference(partial, case.args[i])
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7, err_msg=f"{case.name} arg {i}")
+
+
+@pytest.mark.parametrize("case", smooth_cases() + edge_cases(), ids=repr)
+def test_float64_inputs_are_computed_in_float64(case):
+    """float64 in, float64 out, to float64's round-off: Keras's torch and JAX
+    backends promote float64 to float32 in some ops (`maximum`, `matmul`,
+    JAX's `tanh`...), which must not round a float64 computation."""
+    with float64_enabled():
+        args = [keras.ops.convert_to_tensor(np.asarray(a)) for a in case.args]
+        out = case.op(*args)
+        dtype = keras.backend.standardize_dtype(out.dtype)
+        out = np.asarray(keras.ops.convert_to_numpy(out), "float64")
+    with np.errstate(all="ignore"):
+        expected = case.ref(*[np.asarray(a) for a in case.args])
+    assert dtype == "float64", f"{case.name} returned {dtype}"
+    assert_close(out, expected, "float64", what=f"{case.name} value in float64")

@@ -24,6 +24,8 @@ reference these kernels are tested against and the fallback
 
 from keras import ops
 
+from keras_stable.common.dtypes import maximum
+from keras_stable.common.dtypes import tanh
 from keras_stable.ops._kernels.blocks import for_each_block
 from keras_stable.ops._kernels.dispatch import fused
 
@@ -41,7 +43,7 @@ def causal_mask(t, s, start=0):
 
 def soft_cap(logits, cap):
     """`cap * tanh(logits / cap)`."""
-    return ops.tanh(logits / cap) * cap
+    return tanh(logits / cap) * cap
 
 
 def _keys(x, start, size):
@@ -94,7 +96,7 @@ class _Problem:
             _, _, logits, allowed = self.block(q, k, bias, start, size)
             values = _keys(v, start, size)
             block_max = ops.max(ops.where(allowed, logits, _NEG_INF), axis=-1)
-            new_max = ops.maximum(row_max, block_max)
+            new_max = maximum(row_max, block_max)
             # Nothing allowed so far: shift by 0 (no -inf - -inf).
             shift = ops.where(ops.equal(new_max, _NEG_INF), ops.zeros_like(new_max), new_max)
             z = ops.where(allowed, logits - shift[..., None], ops.zeros_like(logits))
@@ -139,7 +141,7 @@ class _Problem:
             if bias is not None:
                 d_bias = _bias_update(d_bias, d_s, start)
             if self.cap is not None:
-                d_s = d_s * (1.0 - ops.square(ops.tanh(pre / self.cap)))
+                d_s = d_s * (1.0 - ops.square(tanh(pre / self.cap)))
             d_s = d_s * self.scale
             d_q = d_q + ops.einsum("bkgts,bskh->bkgth", d_s, keys)
             d_k = ops.slice_update(d_k, (0, start, 0, 0), ops.einsum("bkgts,btkgh->bskh", d_s, q))

@@ -19,6 +19,8 @@ Every state holds a finite log-probability: an unreachable one holds
 from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import maximum
+from keras_stable.common.dtypes import minimum
 from keras_stable.common.dtypes import static_shape
 
 UNREACHABLE = -1e30
@@ -27,7 +29,7 @@ UNREACHABLE = -1e30
 def _logsumexp3(a, b, c):
     """`log(exp(a) + exp(b) + exp(c))` of finite inputs: the maximum is one
     of the terms, so the sum lies in `[1, 3]`."""
-    m = ops.maximum(ops.maximum(a, b), c)
+    m = maximum(maximum(a, b), c)
     return m + ops.log(ops.exp(a - m) + ops.exp(b - m) + ops.exp(c - m))
 
 
@@ -91,7 +93,7 @@ def _posteriors(alphas, emissions, frames, skip_bias, final, log_likelihood):
         alpha, emission, frame = inputs
         # Rounding may put the exponent a few ulp above 0; capping it keeps
         # the posterior a probability.
-        posterior = ops.exp(ops.minimum(alpha + gamma - offset, 0.0))
+        posterior = ops.exp(minimum(alpha + gamma - offset, 0.0))
         posterior = ops.where(frame, posterior, ops.zeros_like(posterior))
         ahead = gamma + emission
         new = _logsumexp3(ahead, _shift_left(ahead, 1), _shift_left(ahead, 2) + skip_next)

@@ -8,6 +8,7 @@ smoothing, z-loss, logit soft-capping) are folded into the same two loops.
 
 from keras import ops
 
+from keras_stable.common.dtypes import maximum
 from keras_stable.ops._kernels.attention import soft_cap
 from keras_stable.ops._kernels.blocks import for_each_block
 
@@ -87,7 +88,7 @@ def partial_stats(hidden, kernel, bias, chunk_size, options):
     def body(start, size, state):
         running_max, total, logit_sum = state
         logits = options.cap(_block_logits(hidden, kernel, bias, start, size, options))
-        new_max = ops.maximum(running_max, ops.max(logits, axis=-1))
+        new_max = maximum(running_max, ops.max(logits, axis=-1))
         # All -inf so far: shift by 0 (exp(-inf - 0) = 0, no -inf - -inf).
         shift = ops.where(ops.isfinite(new_max), new_max, ops.zeros_like(new_max))
         total = total * ops.exp(running_max - shift) + ops.sum(
