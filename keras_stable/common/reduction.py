@@ -42,6 +42,21 @@ class _KerasMaskReader(keras.layers.Layer):
 
 
 _READER = None
+# Per tensor type: whether it takes attributes. Keras keeps a mask in its
+# registry only for tensors that refuse `setattr` (JAX tracers).
+_TAKES_ATTRIBUTES = {}
+
+
+def _takes_attributes(x):
+    kind = type(x)
+    if kind not in _TAKES_ATTRIBUTES:
+        try:
+            x._keras_stable_probe = None
+            del x._keras_stable_probe
+            _TAKES_ATTRIBUTES[kind] = True
+        except AttributeError:
+            _TAKES_ATTRIBUTES[kind] = False
+    return _TAKES_ATTRIBUTES[kind]
 
 
 def keras_mask_of(x):
@@ -50,14 +65,17 @@ def keras_mask_of(x):
     `Embedding(mask_zero=True)` and `Masking` attach a `(batch, time)`
     boolean mask to their outputs and Keras propagates it through the
     layers that support masking; `keras.losses.Loss` reads it from
-    `y_pred`.
+    `y_pred`. A tensor that takes attributes (TF and torch tensors, JAX
+    arrays) carries it as `_keras_mask`; for one that does not (a JAX
+    tracer) Keras's registry is read through a weightless layer (an eager
+    torch step would pay that layer's call on every loss).
     """
     global _READER
     if _READER is None:
         _READER = _KerasMaskReader()
     if getattr(x, "_keras_mask", None) is not None:
         return x._keras_mask
-    if not hasattr(x, "shape") or isinstance(x, (list, tuple)):
+    if not hasattr(x, "shape") or isinstance(x, (list, tuple)) or _takes_attributes(x):
         return None
     return _READER(x)
 

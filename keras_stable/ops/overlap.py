@@ -31,8 +31,8 @@ def _one_minus_ratio(numerator, denominator):
     """`1 - numerator / denominator`, 0 with zero gradients where the
     denominator is 0 (double where: no `0 / 0` in the value or gradient)."""
     nonzero = ops.not_equal(denominator, 0)
-    ratio = numerator / ops.where(nonzero, denominator, ops.ones_like(denominator))
-    return ops.where(nonzero, 1.0 - ratio, ops.zeros_like(ratio))
+    ratio = numerator / ops.where(nonzero, denominator, 1.0)
+    return ops.where(nonzero, 1.0 - ratio, 0.0)
 
 
 def dice_loss(y_true, y_pred, axis=None):
@@ -113,6 +113,10 @@ def tversky_loss(y_true, y_pred, alpha=0.5, beta=0.5, axis=None):
     beta = check_non_negative(beta, "beta")
     y_true, y_pred, axis, out_dtype = _prepare(y_true, y_pred, axis)
     tp = ops.sum(y_true * y_pred, axis=axis)
-    fp = ops.sum((1.0 - y_true) * y_pred, axis=axis)
-    fn = ops.sum(y_true * (1.0 - y_pred), axis=axis)
+    # FP = sum(y_pred) - TP and FN = sum(y_true) - TP: two reductions
+    # instead of two products and two reductions, exact to the round-off
+    # of the sums (exactly 0 for a perfect binary prediction, so the loss is
+    # exactly 0 there).
+    fp = ops.sum(y_pred, axis=axis) - tp
+    fn = ops.sum(y_true, axis=axis) - tp
     return ops.cast(_one_minus_ratio(tp, tp + alpha * fp + beta * fn), out_dtype)
