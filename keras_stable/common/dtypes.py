@@ -129,9 +129,12 @@ def mean(x, axis=None, keepdims=False):
 
 def tanh(x):
     """`keras.ops.tanh`, in float64 for float64 `x` (Keras's JAX backend
-    computes it in float32): `sign(x) * -e / (e + 2)` with `e =
-    expm1(-2|x|)`, exact to round-off near 0 and 1 far out."""
+    computes it in float32): `-e / (e + 2)` with `e = expm1(-2|x|)`, and
+    the sign of `x`, exact to round-off near 0 and 1 far out; selected
+    with `where`, not multiplied by `sign(x)`, so the derivative at 0 is 1."""
     if not _keeps_float64(x):
         return ops.tanh(x)
-    e = ops.expm1(-2.0 * ops.abs(x))
-    return ops.sign(x) * (-e / (e + 2.0))
+    nonnegative = ops.greater_equal(x, 0)
+    e = ops.expm1(ops.where(nonnegative, -2.0 * x, 2.0 * x))
+    t = -e / (e + 2.0)
+    return ops.where(nonnegative, t, -t)

@@ -20,6 +20,7 @@ from tests import reference as ref
 from tests import reference_sequences as seq
 from tests.backend_utils import assert_close
 from tests.backend_utils import float64_enabled
+from tests.backend_utils import vjp
 
 rng = np.random.default_rng(64)
 X = rng.normal(size=(6, 4))
@@ -122,3 +123,32 @@ def test_the_large_vocabulary_head_is_float32_as_documented():
         out = keras.ops.convert_to_numpy(out)
     expected = ref.sparse_softmax_cross_entropy(tokens, hidden @ kernel)
     assert_close(out, expected, "float32")
+
+
+def test_the_float64_helpers_values_and_gradients():
+    """`common.dtypes`' `maximum`, `minimum`, `mean` and `tanh` in float64:
+    NumPy's values; a tie's gradient goes to the first argument, a NaN
+    propagates, and `tanh`'s derivative is `1 - tanh**2` (1 at 0)."""
+    from keras_stable.common import dtypes
+
+    a = np.array([-3.0, -1e-9, 0.0, 0.0, 1e-9, 0.7, 25.0, np.nan])
+    b = np.array([1.0, 0.0, 0.0, 2.0, -1.0, 0.7, 30.0, 1.0])
+    with float64_enabled():
+        ta, tb = keras.ops.convert_to_tensor(a), keras.ops.convert_to_tensor(b)
+        for fn, expected in ((dtypes.maximum, np.fmax), (dtypes.minimum, np.fmin)):
+            out = fn(ta, tb)
+            assert keras.backend.standardize_dtype(out.dtype) == "float64"
+            got = np.asarray(keras.ops.convert_to_numpy(out))
+            np.testing.assert_array_equal(got[:-1], expected(a, b)[:-1])
+            assert np.isnan(got[-1]) and np.isnan(keras.ops.convert_to_numpy(fn(tb, ta))[-1])
+            _, (ga, gb) = vjp(fn, [ta, tb], wrt=(0, 1), mode="eager")
+            chosen = got[:-1] == a[:-1]
+            np.testing.assert_array_equal(ga[:-1], chosen.astype("float64"))
+            np.testing.assert_array_equal(gb[:-1], 1.0 - chosen)
+        x = np.array([[1.0 / 3.0, -2.0, 1e-300], [5.0, 0.1, -0.2]])
+        got = keras.ops.convert_to_numpy(dtypes.mean(keras.ops.convert_to_tensor(x), axis=0))
+        assert_close(got, x.mean(axis=0), "float64")
+        t = a[:-1]
+        value, (grad,) = vjp(dtypes.tanh, [keras.ops.convert_to_tensor(t)], mode="eager")
+    assert_close(value, np.tanh(t), "float64")
+    assert_close(grad, 1.0 - np.tanh(t) ** 2, "float64")
