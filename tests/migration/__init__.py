@@ -1,0 +1,1 @@
+"""The row checks of docs/migration.md, run by tests/test_migration_table.py."""
