@@ -9,6 +9,7 @@ the expansion `|a|^2 + |b|^2 - 2 a.b`, whose rounding error
 near-coincident rows.
 """
 
+import keras
 from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
@@ -21,6 +22,9 @@ from keras_stable.ops._kernels.norms import RESCUE
 CHUNK = 16
 
 _INF = float("inf")
+
+# The layout of the gradient's blocks (see `pairwise_kernel`'s backward).
+_EAGER_LAYOUT = keras.backend.backend() == "torch"
 
 
 def _blocked(x, blocks):
@@ -45,13 +49,11 @@ def _diff(a, b, i):
 
 
 def _over_blocks(blocks, step, state):
-    """`state = step(i, state)` for each block `i`, unrolled (the number of
-    blocks is static). Inside a compiled `fori_loop` XLA's CPU fusions ran
-    the gradient's per-block reductions 7x slower than unrolled; unrolled,
-    the compiler also fuses across blocks."""
-    for i in range(blocks):
-        state = step(i, state)
-    return state
+    """`state = step(i, state)` for each block `i` (a compiled loop)."""
+    state = step(0, state)
+    if blocks == 1:
+        return state
+    return ops.fori_loop(1, blocks, step, state)
 
 
 def _sums(a, b, blocks, with_l1):
@@ -184,32 +186,36 @@ def pairwise_kernel(a, b, squared, rescue=True):
             root = ops.sqrt(ops.where(ok, s, ops.ones_like(s)))
             w = ops.where(ok, ops.where(ok, g, ops.zeros_like(g)) / root, ops.zeros_like(s))
             scaled = None if c is None else (c, rescued)
-        if same:
-            # Row i of x is a_i and b_i: both gradients in one sum.
-            w = w + ops.transpose(w)
 
         def pass_over(scaled):
-            # Each block of weighted differences is laid out `[CHUNK, n, m]`,
-            # like the weights: XLA's CPU fusions read the weights in order
-            # (the `[n, m, CHUNK]` layout's reductions over its leading axes
-            # were 2x slower).
+            # A block of weighted differences is laid out `[CHUNK, n, m]`
+            # under XLA, like the weights, which its CPU fusions then read
+            # in order (the `[n, m, CHUNK]` layout's reductions over its
+            # leading axes were 4x slower); eager torch keeps `[n, m, CHUNK]`
+            # (the other layout's strided blocks were 1.5x slower there).
             def step(i, grads):
-                a_t = ops.transpose(ops.take(ab, i, axis=0))  # [CHUNK, n]
-                b_t = ops.transpose(ops.take(bb, i, axis=0))  # [CHUNK, m]
-                d = ops.expand_dims(a_t, 2) - ops.expand_dims(b_t, 1)
+                if _EAGER_LAYOUT:
+                    d, at, sums = _diff(ab, bb, i), -1, (1, 0)
+                else:
+                    a_t = ops.transpose(ops.take(ab, i, axis=0))  # [CHUNK, n]
+                    b_t = ops.transpose(ops.take(bb, i, axis=0))  # [CHUNK, m]
+                    d, at, sums = ops.expand_dims(a_t, 2) - ops.expand_dims(b_t, 1), 0, (2, 1)
                 if scaled is not None:
-                    c, rescued = (ops.expand_dims(f, 0) for f in scaled)
+                    c, rescued = (ops.expand_dims(f, at) for f in scaled)
                     d = ops.where(rescued, d * c, d)
-                wd = ops.expand_dims(w, 0) * d
-                ga = ops.transpose(ops.sum(wd, axis=2))  # [n, CHUNK]
-                new = [ops.slice_update(grads[0], (i, 0, 0), ops.expand_dims(ga, 0))]
-                if not same:
-                    gb = -ops.transpose(ops.sum(wd, axis=1))  # [m, CHUNK]
-                    new.append(ops.slice_update(grads[1], (i, 0, 0), ops.expand_dims(gb, 0)))
-                return tuple(new)
+                wd = ops.expand_dims(w, at) * d
+                ga, gb = ops.sum(wd, axis=sums[0]), -ops.sum(wd, axis=sums[1])
+                if not _EAGER_LAYOUT:
+                    ga, gb = ops.transpose(ga), ops.transpose(gb)
+                return (
+                    ops.slice_update(grads[0], (i, 0, 0), ops.expand_dims(ga, 0)),
+                    ops.slice_update(grads[1], (i, 0, 0), ops.expand_dims(gb, 0)),
+                )
 
-            init = (ops.zeros_like(ab),) if same else (ops.zeros_like(ab), ops.zeros_like(bb))
-            return _over_blocks(blocks, step, init)
+            ga, gb = _over_blocks(blocks, step, (ops.zeros_like(ab), ops.zeros_like(bb)))
+            # Row i of `x` is both a_i and b_i: its gradient is the sum (one
+            # pass with `w + w^T` instead made XLA's CPU fusions 3x slower).
+            return (ga + gb,) if same else (ga, gb)
 
         if scaled is None:
             grads = pass_over(None)
