@@ -143,7 +143,9 @@ def pairwise_kernel(a, b, squared, rescue=True):
         _, _, low = RESCUE[dtype]
         suspect = ops.logical_or(ops.equal(s, _INF), ops.less(s, 2.0**low))
         if same:
-            suspect = ops.logical_and(suspect, ops.logical_not(ops.eye(static_shape(s)[0]) > 0))
+            rows = ops.arange(ops.shape(s)[0])  # a batch size unknown when traced too
+            diagonal = ops.equal(ops.expand_dims(rows, 1), ops.expand_dims(rows, 0))
+            suspect = ops.logical_and(suspect, ops.logical_not(diagonal))
         ones = ops.ones_like(s)
 
         def rescued_sums():
