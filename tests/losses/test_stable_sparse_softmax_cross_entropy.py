@@ -104,6 +104,19 @@ def test_float_labels():
         assert np.isnan(out[:2]).all() and out[2] == 0.0
 
 
+def test_float64_labels_are_read_in_float64():
+    """A float64 label of 3 + 1e-10 is fractional: NaN, not class 3 (Keras's
+    torch and JAX `floor` returns float32, but the comparison with the
+    float64 label promotes back to float64)."""
+    from tests.backend_utils import float64_enabled
+
+    logits = np.zeros((2, 5), "float32")
+    with float64_enabled():
+        labels = keras.ops.convert_to_tensor(np.array([3.0 + 1e-10, 2.0]))
+        out = to_numpy(StableSparseSoftmaxCrossEntropy(reduction="none")(labels, logits))
+    assert np.isnan(out[0]) and abs(out[1] - np.log(5.0)) < 1e-6
+
+
 def test_out_of_range_label_is_nan():
     out = to_numpy(StableSparseSoftmaxCrossEntropy()(np.array([3]), np.zeros((1, 3), "float32")))
     assert np.isnan(out)
