@@ -40,6 +40,14 @@ def stable_class(module, name, *args, **kwargs):
     return factory
 
 
+def labelled_like(factory, named):
+    """`factory` with the `missing`/`label` of another factory `named` (a
+    wrapper of a `stable_class` reports that class)."""
+    factory.missing = getattr(named, "missing", lambda m: False)
+    factory.label = getattr(named, "label", None)
+    return factory
+
+
 def tf_only(make):
     def factory(m):
         return make(m) if m.backend == "tensorflow" else None

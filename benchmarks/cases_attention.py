@@ -11,6 +11,7 @@ L are the sizes of the issue, (8, 512, 8, 64) and (1, 4096, 8, 64).
 
 from case import Case
 from case import K
+from case import labelled_like
 from case import stable_class
 
 ATTENTION_SIZES = {"S": (2, 256, 4, 32), "M": (8, 512, 8, 64), "L": (1, 4096, 8, 64)}
@@ -80,9 +81,9 @@ def attention_cases():
     """The op (auto path, materialised for `S <= 1024`, and blockwise with
     `chunk_size=128`) and the multi-head attention layer."""
     sizes = ATTENTION_SIZES
-    ours_mha = _lazy_layer(_stable_mha)
-    named = stable_class("layers", "StableMultiHeadAttention")
-    ours_mha.missing, ours_mha.label = named.missing, named.label
+    ours_mha = labelled_like(
+        _lazy_layer(_stable_mha), stable_class("layers", "StableMultiHeadAttention")
+    )
     return [
         Case(
             "dot_product_attention",

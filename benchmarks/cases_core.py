@@ -8,6 +8,7 @@ the order of the table. Sizes and data builders are in `inputs.py`.
 
 from case import Case
 from case import K
+from case import labelled_like
 from case import stable_class
 from case import tf_only
 from inputs import ELEMENTWISE_SIZES
@@ -38,9 +39,7 @@ def _on_softmax_output(make):
             return None
         return lambda y, x: loss(y, K(m).ops.softmax(x, axis=-1))
 
-    factory.missing = getattr(make, "missing", lambda m: False)
-    factory.label = getattr(make, "label", None)
-    return factory
+    return labelled_like(factory, make)
 
 
 def norm_ops():

@@ -64,7 +64,7 @@ def compute_dtype_of(*dtypes):
     backends, which would round a float64 computation to float32 (a
     float64 array exists on JAX only under `jax.enable_x64`).
     """
-    if "float64" in (keras.backend.standardize_dtype(d) for d in dtypes):
+    if _has_float64(dtypes):
         return "float64"
     result = keras.backend.result_type(*dtypes)
     if result in HALF or not is_float(result):
@@ -78,22 +78,25 @@ def result_float_dtype(*dtypes):
     The promoted float dtype (so float16 + float16 stays float16), or float32
     when the inputs are integers or booleans.
     """
-    if "float64" in (keras.backend.standardize_dtype(d) for d in dtypes):
+    if _has_float64(dtypes):
         return "float64"  # as `compute_dtype_of`
     result = keras.backend.result_type(*dtypes)
     return result if is_float(result) else "float32"
 
 
-def _keeps_float64(*args):
-    """Whether an op of `args` must be kept in float64 by hand: Keras's
-    torch and JAX backends follow JAX's default promotion (64-bit to
-    32-bit), so `maximum` and `minimum` of float64 give float32 on torch,
-    and `mean` averages float64 in float32 on both."""
-    if keras.backend.backend() == "tensorflow":
+def _has_float64(dtypes):
+    return "float64" in (keras.backend.standardize_dtype(d) for d in dtypes)
+
+
+def _keeps_float64(*args, backends=("jax", "torch")):
+    """Whether an op of `args` must be kept in float64 by hand on this
+    backend: Keras's torch and JAX backends follow JAX's default promotion
+    (64-bit to 32-bit), so `maximum` and `minimum` of float64 give float32
+    on torch, `mean` averages float64 in float32 on both, and `tanh` is
+    float32 on JAX."""
+    if keras.backend.backend() not in backends:
         return False
-    return any(
-        hasattr(a, "dtype") and keras.backend.standardize_dtype(a.dtype) == "float64" for a in args
-    )
+    return _has_float64(a.dtype for a in args if hasattr(a, "dtype"))
 
 
 def maximum(x, y):
@@ -132,7 +135,7 @@ def tanh(x):
     computes it in float32): `-e / (e + 2)` with `e = expm1(-2|x|)`, and
     the sign of `x`, exact to round-off near 0 and 1 far out; selected
     with `where`, not multiplied by `sign(x)`, so the derivative at 0 is 1."""
-    if not _keeps_float64(x):
+    if not _keeps_float64(x, backends=("jax",)):
         return ops.tanh(x)
     nonnegative = ops.greater_equal(x, 0)
     e = ops.expm1(ops.where(nonnegative, -2.0 * x, 2.0 * x))

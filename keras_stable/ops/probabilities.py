@@ -82,18 +82,17 @@ def half_probabilities(y_pred, activation, axis=-1, name="keras_stable"):
     """
     dtype = dtype_of(y_pred)
     x = ops.cast(y_pred, "float32")
-    p = _floored(x, dtype)
     logits, consistent = _recovered_logits(y_pred, x, activation, axis)
     if logits is None:
         _warn_half(name, dtype)
-        return p
+        return _floored(x, dtype)
     if activation == "sigmoid":
         exact = ops.sigmoid(logits)
     elif static_shape(logits)[axis] == 1:
         exact = ops.ones_like(logits)  # as `_recovered_logits` reads it
     else:
         exact = ops.softmax(logits, axis=axis)
-    given = exact if consistent is None else ops.where(consistent, exact, p)
+    given = exact if consistent is None else ops.where(consistent, exact, _floored(x, dtype))
     try:
         given._keras_logits = logits
     except AttributeError:  # a tensor that takes no attribute: read as held

@@ -87,15 +87,13 @@ def _rescued_sum(a, b, blocks, c, rescued):
     return _over_blocks(blocks, step, None)
 
 
-def _scales(s, l1, rescue, dtype):
+def _scales(s, l1, dtype):
     """`(c, r, rescued)` per pair: the power of two `c` that brings the sum
     of squares of `c d` into range, `r = 1 / c` (both exact), and where
     `c != 1`. A sum that overflowed (or an infinite entry: it stays inf)
     takes `2**-hi`; one below `2**low` (underflowed, or lost bits to
     subnormal squares) takes `2**lo`, unless the rows coincide
     (`sum(|d|) == 0`, exact: `|d|` never underflows)."""
-    if not rescue:
-        return None, None, None
     hi, lo, low = RESCUE[dtype]
     over = ops.equal(s, _INF)
     under = ops.logical_and(ops.less(s, 2.0**low), ops.greater(l1, 0))
@@ -150,7 +148,7 @@ def pairwise_kernel(a, b, squared, rescue=True):
 
         def rescued_sums():
             _, l1 = _sums(ab, bb, blocks, with_l1=True)
-            c, r, rescued = _scales(s, l1, rescue, dtype)
+            c, r, rescued = _scales(s, l1, dtype)
             return _rescued_sum(ab, bb, blocks, c, rescued), c, r, rescued
 
         def plain_sums():
