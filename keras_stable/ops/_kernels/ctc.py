@@ -48,7 +48,8 @@ def _shift_left(x, k):
 
 
 def _forward(emissions, frames, skip_bias):
-    """The forward variables `alpha_t` after each frame, `(T, B, S)`.
+    """The forward variables `alpha_t` after each frame, `(T, B, S)`, of
+    time-major `emissions` `(T, B, S)` and `frames` `(T, B, 1)`.
 
     Before the first frame the path stands on the leading blank with
     probability 1; a frame that is not input (`frames` False) leaves the
@@ -68,8 +69,7 @@ def _forward(emissions, frames, skip_bias):
         alpha = ops.where(frame, new + emission, alpha)
         return alpha, alpha
 
-    xs = (ops.transpose(emissions, (1, 0, 2)), ops.expand_dims(ops.transpose(frames), -1))
-    _, alphas = ops.scan(step, start, xs)
+    _, alphas = ops.scan(step, start, (emissions, frames))
     return alphas
 
 
@@ -85,36 +85,33 @@ def _final_states(target_length, states, dtype):
 
 
 def _posteriors(alphas, emissions, frames, skip_bias, final, log_likelihood):
-    """`exp(alpha_t(s) + gamma_t(s) - log p)` for each frame, `(B, T, S)`."""
+    """`exp(alpha_t(s) + gamma_t(s) - log p)` for each frame, `(T, B, S)`:
+    the loop carries the backward variables `gamma_t` only; the posteriors
+    of every frame are one elementwise pass after it."""
     skip_next = _shift_left(skip_bias, 2)  # may state s jump to s + 2
-    offset = ops.expand_dims(log_likelihood, 1)
 
     def step(gamma, inputs):
-        alpha, emission, frame = inputs
-        # Rounding may put the exponent a few ulp above 0; capping it keeps
-        # the posterior a probability.
-        posterior = ops.exp(minimum(alpha + gamma - offset, 0.0))
-        posterior = ops.where(frame, posterior, ops.zeros_like(posterior))
+        emission, frame = inputs
         ahead = gamma + emission
         new = _logsumexp3(ahead, _shift_left(ahead, 1), _shift_left(ahead, 2) + skip_next)
-        return ops.where(frame, new, gamma), posterior
+        return ops.where(frame, new, gamma), gamma
 
-    xs = (
-        alphas,
-        ops.transpose(emissions, (1, 0, 2)),
-        ops.expand_dims(ops.transpose(frames), -1),
-    )
-    _, posteriors = ops.scan(step, final, xs, reverse=True)
-    return ops.transpose(posteriors, (1, 0, 2))
+    _, gammas = ops.scan(step, final, (emissions, frames), reverse=True)
+    # Rounding may put the exponent a few ulp above 0; capping it keeps the
+    # posterior a probability.
+    exponent = minimum(alphas + gammas - ops.expand_dims(log_likelihood, 1), 0.0)
+    return ops.where(frames, ops.exp(exponent), ops.zeros_like(exponent))
 
 
 def ctc_log_likelihood(emissions, frames, skip_bias, target_length):
     """`log p(label | frames)` per sample from the log-emissions of the
-    extended label, `(B, T, S)`; differentiable in `emissions` only.
+    extended label, time-major `(T, B, S)`; differentiable in `emissions`
+    only.
 
     Args:
-        emissions: log-probability of state `s`'s class at frame `t`
-            (float32 or float64, finite: UNREACHABLE at the lowest).
+        emissions: `(T, B, S)`, the log-probability of state `s`'s class at
+            frame `t` (float32 or float64, finite: UNREACHABLE at the
+            lowest).
         frames: boolean `(B, T)`, the frames that are input.
         skip_bias: `(B, S)`, 0 where state `s` may be entered from `s - 2`
             (a label different from the previous one), UNREACHABLE elsewhere.
@@ -125,6 +122,7 @@ def ctc_log_likelihood(emissions, frames, skip_bias, target_length):
         without an alignment (the caller decides from the lengths).
     """
     states = static_shape(skip_bias)[1]
+    frames = ops.expand_dims(ops.transpose(frames), -1)  # (T, B, 1)
 
     @ops.custom_gradient
     def log_likelihood(emissions):
@@ -136,7 +134,7 @@ def ctc_log_likelihood(emissions, frames, skip_bias, target_length):
             # TF and JAX call grad(upstream); torch grad(*inputs, upstream=).
             upstream = args[0] if upstream is None else upstream
             posteriors = _posteriors(alphas, emissions, frames, skip_bias, final, value)
-            return posteriors * ops.reshape(upstream, (-1, 1, 1))
+            return posteriors * ops.reshape(upstream, (1, -1, 1))
 
         return value, grad
 
