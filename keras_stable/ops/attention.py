@@ -14,6 +14,7 @@ from keras_stable.ops._kernels import attention_kernel
 from keras_stable.ops._kernels import causal_mask
 from keras_stable.ops._kernels import kernels_enabled
 from keras_stable.ops._kernels import soft_cap
+from keras_stable.ops._kernels import softmax_kernel
 
 _NEG_INF = float("-inf")
 
@@ -111,17 +112,48 @@ def _grouped(t, num_heads, kv_heads):
 def _materialised(q5, key, value, bias5, mask5, scale, is_causal, cap):
     """The reference formulation: `(B, T, K, G, H)` queries against
     `(B, S, K, H)` keys, the whole `(B, K, G, T, S)` logits at once."""
-    logits = ops.einsum("btkgh,bskh->bkgts", q5, key) * scale
+    # The scale on the queries (T x H products, not T x S): the same logits
+    # to round-off, and no scaled copy of them for XLA to keep.
+    q5 = q5 * scale
+    if q5.shape[3] == 1:
+        # One query head per key head (MHA): the 4-D contraction, whose
+        # logits XLA keeps in the layout of the matmul's output (the 5-D
+        # one with a unit group axis made it copy the logits and the
+        # probabilities once more each).
+        squeeze = lambda t: None if t is None else ops.squeeze(t, axis=2)  # noqa: E731
+        logits = ops.einsum("btnh,bsnh->bnts", ops.squeeze(q5, axis=3), key)
+        probs = _probabilities(logits, squeeze(bias5), squeeze(mask5), is_causal, cap)
+        return ops.expand_dims(ops.einsum("bnts,bsnh->btnh", probs, value), 3)
+    logits = ops.einsum("btkgh,bskh->bkgts", q5, key)
+    probs = _probabilities(logits, bias5, mask5, is_causal, cap)
+    return ops.einsum("bkgts,bskh->btkgh", probs, value)
+
+
+def _probabilities(logits, bias, mask, is_causal, cap):
+    """The attention weights over the last axis of the logits: soft cap,
+    bias, then the softmax over the keys that `mask` and causality allow."""
     if cap is not None:
         logits = soft_cap(logits, cap)
-    if bias5 is not None:
-        logits = logits + bias5
-    # A -inf logit (bias) removes its key; NaN stays (and propagates).
-    allowed = ops.not_equal(logits, _NEG_INF)
-    if mask5 is not None:
-        allowed = ops.logical_and(allowed, mask5)
+    if bias is not None:
+        logits = logits + bias
+    allowed = mask
     if is_causal:
-        allowed = ops.logical_and(allowed, causal_mask(logits.shape[-2], logits.shape[-1]))
+        causal = causal_mask(logits.shape[-2], logits.shape[-1])
+        allowed = causal if allowed is None else ops.logical_and(allowed, causal)
+    if kernels_enabled() and not isinstance(logits, keras.KerasTensor):
+        # The softmax kernel's closed-form gradient keeps the probabilities
+        # only (no mask or intermediate of the `where`s below), and is 0 at
+        # every key that takes no part.
+        return softmax_kernel(logits, -1, allowed)
+    return _portable_probabilities(logits, allowed)
+
+
+def _portable_probabilities(logits, mask):
+    """The softmax over the keys `mask` allows, by autodiff: a -inf logit
+    (bias) removes its key; NaN stays (and propagates)."""
+    allowed = ops.not_equal(logits, _NEG_INF)
+    if mask is not None:
+        allowed = ops.logical_and(allowed, mask)
     nonempty = ops.any(allowed, axis=-1, keepdims=True)
     row_max = ops.max(ops.where(allowed, logits, _NEG_INF), axis=-1, keepdims=True)
     # Softmax is shift invariant: no gradient through the shift. A row with
@@ -132,8 +164,7 @@ def _materialised(q5, key, value, bias5, mask5, scale, is_causal, cap):
     z = ops.where(allowed, logits - shift, ops.zeros_like(logits))
     e = ops.where(allowed, ops.exp(z), ops.zeros_like(z))
     total = ops.sum(e, axis=-1, keepdims=True)
-    probs = e / ops.where(nonempty, total, ops.ones_like(total))
-    return ops.einsum("bkgts,bskh->btkgh", probs, value)
+    return e / ops.where(nonempty, total, ops.ones_like(total))
 
 
 def dot_product_attention(

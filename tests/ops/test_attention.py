@@ -254,7 +254,7 @@ def test_one_allowed_key_returns_its_value():
 @pytest.mark.parametrize("size", [1000.0, -1000.0])
 def test_logits_near_1000(size):
     """Logits of magnitude ~1000: the shift by the row maximum keeps exp in
-    range; values and gradients against float64 and Keras."""
+    range; values and gradients against float64."""
     q, k, v = _qkv(h=4)
     q = np.abs(q) * 0 + 1.0
     k = (np.linspace(0.5, 1.0, 7)[None, :, None, None] * np.ones(k.shape) * size / 2).astype(
@@ -263,10 +263,23 @@ def test_logits_near_1000(size):
     cot = RNG.normal(size=q.shape).astype("float32")
     out, grads = vjp_all_modes(_attention(), [q, k, v], (0, 1, 2), cot)
     assert_close(out, reference.dot_product_attention(q, k, v), what="value vs float64")
-    _, k_grads = vjp(_keras_attention(), [q, k, v], (0, 1, 2), cot)
-    for g, r in zip(grads, k_grads):
+    # Gradients against finite differences of the float64 reference: Keras's
+    # own (torch) carries round-off of the logits' size there (2**-15 to
+    # 2**-13 where the exact gradient is 1e-34), even in float64.
+    from tests.backend_utils import finite_difference
+
+    args = [q, k, v]
+    for i, g in enumerate(grads):
+
+        def ref(x, i=i):
+            xs = [np.asarray(a, "float64") for a in args]
+            xs[i] = x
+            return reference.dot_product_attention(*xs) * cot
+
         assert_finite(g)
-        assert_close(g, r, what="gradient vs keras", tol=(1e-5, 1e-4))
+        assert_close(
+            g, finite_difference(ref, args[i]), what=f"gradient {i} vs float64", tol=(1e-5, 1e-6)
+        )
 
 
 def test_float16_logits_above_65504_are_exact():
