@@ -1,6 +1,8 @@
 """`LinearSoftmaxHead`: a large-vocabulary output layer that trains without
 materialising its logits."""
 
+import warnings
+
 import keras
 from keras import ops
 
@@ -42,6 +44,23 @@ def _check_tied_embedding(layer, vocab_size):
             f"({layer.quantization_mode}); tie a float embedding."
         )
     return layer
+
+
+def _upstream_layer(name, tensors):
+    """The layer called `name` that (transitively) feeds the Keras tensors
+    in `tensors`, or None (no such layer, or eager tensors)."""
+    stack = [t for t in keras.tree.flatten(tensors) if isinstance(t, keras.KerasTensor)]
+    seen = set()
+    while stack:
+        history = getattr(stack.pop(), "_keras_history", None)
+        if history is None or id(history.operation) in seen:
+            continue
+        operation = history.operation
+        seen.add(id(operation))
+        if operation.name == name and isinstance(operation, keras.layers.Embedding):
+            return operation
+        stack.extend(operation._inbound_nodes[history.node_index].input_tensors)
+    return None
 
 
 def _tied_kernel_is_transposed(layer):
@@ -303,8 +322,50 @@ class LinearSoftmaxHead(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        if isinstance(config.get("tied_embedding"), dict):
-            config["tied_embedding"] = keras.saving.deserialize_keras_object(
-                config["tied_embedding"]
+        tied = config.get("tied_embedding")
+        if not isinstance(tied, dict):
+            return cls(**config)
+        # Inside `keras.saving.load_model`, Keras's object sharing gives back
+        # the model's own layer. Elsewhere (`keras.models.clone_model`,
+        # `Model.from_config`) this is a copy of the embedding: the head
+        # ties to the layer of that name upstream of it on its first call.
+        config["tied_embedding"] = keras.saving.deserialize_keras_object(tied)
+        layer = cls(**config)
+        if "shared_object_id" not in tied:
+            layer._tie_by_name = config["tied_embedding"].name
+        return layer
+
+    def __call__(self, *args, **kwargs):
+        name = getattr(self, "_tie_by_name", None)
+        if name is not None:
+            self._tie_by_name = None
+            self._retie(_upstream_layer(name, (args, kwargs)), name)
+        return super().__call__(*args, **kwargs)
+
+    def _retie(self, upstream, name):
+        copy = self.tied_embedding
+        if upstream is None:
+            warnings.warn(
+                f"LinearSoftmaxHead {self.name!r}: its tied embedding {name!r} was "
+                "not found upstream of its inputs (a head rebuilt from its config "
+                "outside `keras.saving.load_model`, called on eager tensors or on "
+                "inputs that do not come from that embedding): it uses a copy of "
+                "its own, tied to nothing. Pass `tied_embedding=` the model's layer.",
+                stacklevel=3,
             )
-        return cls(**config)
+            return
+        if upstream is copy:
+            return
+        if upstream.get_config() != copy.get_config():
+            raise ValueError(
+                f"LinearSoftmaxHead {self.name!r}: the layer {name!r} upstream of it "
+                "is configured differently from the tied embedding in its config "
+                f"({upstream.get_config()} against {copy.get_config()})."
+            )
+        # Deserialising a built model builds the head (and the copy) first.
+        locked = self._tracker.locked
+        self._tracker.unlock()
+        self._tracker.untrack(copy)
+        self.tied_embedding = upstream
+        if locked:
+            self._tracker.lock()

@@ -150,6 +150,44 @@ def test_the_tie_survives_keras_file_in_a_fresh_process(tmp_path):
     assert got["embed_moved"] > 0, "training the reloaded head moves the shared weight"
 
 
+@pytest.mark.parametrize("how", ["clone_model", "from_config"])
+def test_the_tie_survives_clone_model_and_from_config(how):
+    """`keras.models.clone_model` and `Model.from_config` rebuild every layer
+    from its config, outside the object sharing of `model.save`: the cloned
+    head ties to the clone's own embedding (one weight, moved by training),
+    not to a copy of its own."""
+    fused, _, _, _, _ = _tied_models(keras.layers.Embedding, z_loss=1e-3)
+    if how == "clone_model":
+        clone = keras.models.clone_model(fused)
+    else:
+        clone = keras.Model.from_config(fused.get_config())
+    assert [w.path for w in clone.weights] == ["embed/embeddings", "mix/kernel", "mix/bias"]
+    head, embed = clone.get_layer("head"), clone.get_layer("embed")
+    assert head.tied_embedding is embed
+    assert embed is not fused.get_layer("embed")
+    clone.set_weights(fused.get_weights())
+    np.testing.assert_allclose(
+        to_numpy(clone([TOKENS, LABELS, WEIGHTS])),
+        to_numpy(fused([TOKENS, LABELS, WEIGHTS])),
+        rtol=1e-6,
+    )
+    before = to_numpy(embed.embeddings).copy()
+    clone.compile(optimizer=keras.optimizers.SGD(0.5), jit_compile=JIT)
+    clone.fit([TOKENS, LABELS, WEIGHTS], epochs=1, verbose=0)
+    assert np.abs(to_numpy(embed.embeddings) - before).max() > 0
+
+
+def test_a_tie_to_a_layer_not_upstream_is_reported():
+    """A head rebuilt from its config and called where no layer of the
+    tied embedding's name feeds it keeps an embedding of its own, and says so."""
+    embed = keras.layers.Embedding(VOCAB, DIM, name="embed")
+    head = keras_stable.layers.LinearSoftmaxHead(VOCAB, tied_embedding=embed)
+    clone = keras_stable.layers.LinearSoftmaxHead.from_config(head.get_config())
+    hidden = keras.Input((STEPS, DIM))
+    with pytest.warns(UserWarning, match="'embed'.*not found upstream"):
+        clone(hidden)
+
+
 def test_bad_tied_embedding_and_options_name_the_argument():
     Head = keras_stable.layers.LinearSoftmaxHead
     embed = keras.layers.Embedding(VOCAB, DIM)
