@@ -219,6 +219,35 @@ def test_long_sequences_take_the_blockwise_path_by_default():
     assert _largest(default, [q, k, v, bias]) < b * n * t * s
 
 
+def _compiled_bytes(fn, args):
+    """XLA's buffer plan of the jitted value and gradient (arguments,
+    outputs and temporaries), in bytes: what the step needs at its peak."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss(*a):
+        return jnp.sum(fn(*a) ** 2)
+
+    step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
+    memory = step.lower(*[jnp.asarray(a) for a in args]).compile().memory_analysis()
+    return memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
+
+
+@pytest.mark.jax
+def test_long_sequence_memory_against_keras():
+    """At 4096 keys the default (blockwise) value and gradient needs at least
+    8x less memory than `keras.ops.dot_product_attention`'s (the issue's
+    bar; 19x measured at (1, 4096, 8, 64) in docs/benchmarks.md). Compiled
+    only: nothing runs."""
+    import keras
+
+    b, t, n, h = 1, 4096, 2, 16
+    q, k, v = (RNG.normal(size=(b, t, n, h)).astype("float32") for _ in range(3))
+    ours = _compiled_bytes(lambda q, k, v: ops.dot_product_attention(q, k, v), [q, k, v])
+    theirs = _compiled_bytes(lambda q, k, v: keras.ops.dot_product_attention(q, k, v), [q, k, v])
+    assert theirs >= 8 * ours, (theirs / 2**20, ours / 2**20)
+
+
 @pytest.mark.parametrize("chunk_size", [None, 3])
 def test_symbolic_inputs_give_the_output_spec(chunk_size):
     """A functional model's KerasTensors (unknown batch): the output's
