@@ -81,8 +81,8 @@ def _parser():
         default=None,
         help=(
             "pre-flight for that policy from the float32 run: the layers whose "
-            "activations or gradients (times the loss scale 2**15) leave its range, "
-            "and every layer's headroom"
+            "activations or gradients (at a loss scale of 1) leave its range, "
+            "every layer's headroom, and the steps the loss scale will skip"
         ),
     )
     parser.add_argument(

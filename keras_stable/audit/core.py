@@ -71,8 +71,9 @@ def _run(report, model, x, y, loss_fn, modes, probe, precision=None):
                 report.notes.append(f"the {mode} run{where} failed: {_first_line(error)}")
                 continue
             if precision and not ran:
-                report.headroom, half = preflight(run, precision)
+                report.headroom, half, notes = preflight(run, precision)
                 report.findings.extend(half)
+                report.notes.extend(notes)
             ran.append(mode)
             finding = find(run, probe, execution.rerun_in_float32)
             if finding is not None:
@@ -120,11 +121,13 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None, precision=No
             pre-flight of that policy from the float32 run (the model's
             policy and weights are left as they are): `half_overflow` for a
             layer whose output exceeds the dtype's max (stage forward), or
-            whose output gradient times the initial loss scale 2**15
-            (float16) does (stage gradient); `half_underflow` for a layer
-            output that is nonzero with every nonzero entry below the
-            smallest normal; `report.headroom` maps every layer to
-            max |output| / dtype max.
+            whose output gradient does at a loss scale of 1 (stage
+            gradient); `half_underflow` for a layer output that is nonzero
+            with every nonzero entry below the smallest normal;
+            `report.headroom` maps every layer to max |output| / dtype max.
+            A gradient past the range only times the initial loss scale
+            2**15 (float16) is a note (the steps dynamic loss scaling
+            skips), not a finding.
 
     Returns:
         An `AuditReport`: `report.ok`, `report.findings`, `str(report)`.

@@ -3,11 +3,16 @@ float16 (or bfloat16), from one float32 run.
 
 `audit(..., precision="mixed_float16")` keeps the model as it is (policy
 and weights) and reads the recorded float32 run: a layer whose output
-exceeds the dtype's max, or whose output gradient times the initial loss
-scale (2**15, `LossScaleOptimizer`'s, float16 only) does, is
-`half_overflow`; a layer output that is nonzero but whose every nonzero
-entry is below the smallest normal is `half_underflow`; `headroom` maps
-every layer to max |output| / dtype max.
+exceeds the dtype's max, or whose output gradient does at a loss scale of
+1, is `half_overflow`; a layer output that is nonzero but whose every
+nonzero entry is below the smallest normal is `half_underflow`; `headroom`
+maps every layer to max |output| / dtype max.
+
+A gradient that fits float16 but not times the initial loss scale (2**15,
+`LossScaleOptimizer`'s) is no finding: the dynamic loss scale halves on
+each such step until it fits, a few skipped steps at the start of
+training that a float32 layer would not avoid (its neighbours' gradients
+are scaled too). The report says how many, in a note.
 """
 
 import numpy as np
@@ -43,9 +48,10 @@ def _max(arrays):
 
 
 def preflight(run, precision):
-    """`(headroom, findings)` of a float32 `run` under `precision`."""
+    """`(headroom, findings, notes)` of a float32 `run` under `precision`."""
     dtype, largest, normal, scale = PRECISIONS[precision]
-    headroom, findings = {}, []
+    headroom, findings, notes = {}, [], []
+    steepest = (0.0, None)  # the largest gradient within range, and its layer
 
     def rows(arrays, limit, factor=1.0):
         bad = set()
@@ -98,14 +104,29 @@ def preflight(run, precision):
             )
             continue
         if run.grads_out is not None:
-            grad = _max(run.grads_out[i]) * scale
+            grad = _max(run.grads_out[i])
             if grad > largest:
                 finding(
                     name,
                     "gradient",
                     "half_overflow",
-                    f"the gradient reaching its output times the loss scale {scale:g} "
-                    f"reaches {grad:.4g} > {dtype} max {largest:.5g}",
-                    rows(run.grads_out[i], largest, scale),
+                    f"the gradient reaching its output reaches {grad:.4g} > {dtype} max "
+                    f"{largest:.5g} even at a loss scale of 1",
+                    rows(run.grads_out[i], largest),
                 )
-    return headroom, findings
+            elif grad > steepest[0]:
+                steepest = (grad, name)
+    grad, name = steepest
+    if grad * scale > largest:
+        fits = scale
+        while grad * fits > largest:
+            fits /= 2
+        skipped = int(round(np.log2(scale / fits)))
+        notes.append(
+            f"loss scale: the largest gradient reaching a layer output is {grad:.4g} "
+            f"({name}); times the initial loss scale {scale:g} it passes {dtype} max "
+            f"{largest:.5g}, so LossScaleOptimizer skips about {skipped} step(s) at "
+            f"the start, down to a scale of {fits:g} (no finding: the dynamic scale "
+            "does this on its own)"
+        )
+    return headroom, findings, notes
