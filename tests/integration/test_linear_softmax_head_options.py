@@ -150,13 +150,18 @@ def test_the_tie_survives_keras_file_in_a_fresh_process(tmp_path):
     assert got["embed_moved"] > 0, "training the reloaded head moves the shared weight"
 
 
+@pytest.mark.parametrize(
+    "embedding_cls", [keras.layers.Embedding, keras.layers.ReversibleEmbedding]
+)
 @pytest.mark.parametrize("how", ["clone_model", "from_config"])
-def test_the_tie_survives_clone_model_and_from_config(how):
+def test_the_tie_survives_clone_model_and_from_config(how, embedding_cls):
     """`keras.models.clone_model` and `Model.from_config` rebuild every layer
     from its config, outside the object sharing of `model.save`: the cloned
     head ties to the clone's own embedding (one weight, moved by training),
     not to a copy of its own."""
-    fused, _, _, _, _ = _tied_models(keras.layers.Embedding, z_loss=1e-3)
+    # (mask_zero only on `Embedding`: see the first test of this file.)
+    mask_zero = embedding_cls is keras.layers.Embedding
+    fused, _, _, _, _ = _tied_models(embedding_cls, mask_zero=mask_zero, z_loss=1e-3)
     if how == "clone_model":
         clone = keras.models.clone_model(fused)
     else:
