@@ -22,6 +22,11 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 ON_JAX = {"attention_long_sequence.py"}
 
 
+def _examples(on_jax):
+    """`pytest.param`s of the scripts that run on the JAX leg (or not)."""
+    return [pytest.param(p, id=p.stem) for p in EXAMPLES if (p.name in ON_JAX) == on_jax]
+
+
 @pytest.fixture(autouse=True)
 def _reset_keras_state():
     """Overrides conftest's reset: the examples run in their own process."""
@@ -58,11 +63,7 @@ def _run(script):
 @pytest.mark.examples
 @pytest.mark.slow
 @pytest.mark.tensorflow
-@pytest.mark.parametrize(
-    "script",
-    [p for p in EXAMPLES if p.name not in ON_JAX],
-    ids=[p.stem for p in EXAMPLES if p.name not in ON_JAX],
-)
+@pytest.mark.parametrize("script", _examples(on_jax=False))
 def test_example_runs(script):
     _run(script)
 
@@ -70,11 +71,7 @@ def test_example_runs(script):
 @pytest.mark.examples
 @pytest.mark.slow
 @pytest.mark.jax
-@pytest.mark.parametrize(
-    "script",
-    [p for p in EXAMPLES if p.name in ON_JAX],
-    ids=[p.stem for p in EXAMPLES if p.name in ON_JAX],
-)
+@pytest.mark.parametrize("script", _examples(on_jax=True))
 def test_example_runs_on_jax(script):
     _run(script)
 

@@ -53,12 +53,12 @@ def preflight(run, precision):
     headroom, findings, notes = {}, [], []
     steepest = (0.0, None)  # the largest gradient within range, and its layer
 
-    def rows(arrays, limit, factor=1.0):
+    def rows(arrays, limit):
         bad = set()
         for a in arrays:
             a = np.asarray(a)
             if np.issubdtype(a.dtype, np.floating) and a.ndim >= 1:
-                over = np.abs(np.nan_to_num(a.reshape(a.shape[0], -1))) * factor > limit
+                over = np.abs(np.nan_to_num(a.reshape(a.shape[0], -1))) > limit
                 bad.update(int(r) for r in np.nonzero(over.any(-1))[0])
         return tuple(sorted(bad))
 

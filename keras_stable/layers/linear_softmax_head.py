@@ -117,6 +117,10 @@ class LinearSoftmaxHead(keras.layers.Layer):
             and `output_dim` the hidden width: the head projects with its
             weights (the reverse embeddings of a
             `ReversibleEmbedding(tie_weights=False)`) and owns no kernel.
+            The tie survives `keras.saving.load_model`, and
+            `keras.models.clone_model` / `Model.from_config`, where the
+            rebuilt head ties to the rebuilt embedding of the same name
+            upstream of its inputs (a warning where there is none).
         label_smoothing: float in [0, 1], as in Keras's
             `CategoricalCrossentropy` (the target is
             `(1 - e) onehot + e / vocab_size`).

@@ -109,6 +109,12 @@ def _grouped(t, num_heads, kv_heads):
     return ops.reshape(t, (b, kv_heads, num_heads // kv_heads, tq, s))
 
 
+def _ungrouped(t):
+    """A `(b, k, 1, t, s)` mask or bias (one query head per key head) as
+    `(b, k, t, s)`; None stays None."""
+    return None if t is None else ops.squeeze(t, axis=2)
+
+
 def _materialised(q5, key, value, bias5, mask5, scale, is_causal, cap):
     """The reference formulation: `(B, T, K, G, H)` queries against
     `(B, S, K, H)` keys, the whole `(B, K, G, T, S)` logits at once."""
@@ -120,9 +126,8 @@ def _materialised(q5, key, value, bias5, mask5, scale, is_causal, cap):
         # logits XLA keeps in the layout of the matmul's output (the 5-D
         # one with a unit group axis made it copy the logits and the
         # probabilities once more each).
-        squeeze = lambda t: None if t is None else ops.squeeze(t, axis=2)  # noqa: E731
         logits = ops.einsum("btnh,bsnh->bnts", ops.squeeze(q5, axis=3), key)
-        probs = _probabilities(logits, squeeze(bias5), squeeze(mask5), is_causal, cap)
+        probs = _probabilities(logits, _ungrouped(bias5), _ungrouped(mask5), is_causal, cap)
         return ops.expand_dims(ops.einsum("bnts,bsnh->btnh", probs, value), 3)
     logits = ops.einsum("btkgh,bskh->bkgts", q5, key)
     probs = _probabilities(logits, bias5, mask5, is_causal, cap)
