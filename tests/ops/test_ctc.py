@@ -225,3 +225,26 @@ def test_compiled_long_sequence_matches_reference():
     target, logits, tl, ol = _batch(seed=9, batch=2, time=60, classes=6, max_label=12)
     tl, ol = np.array([12, 7], "int32"), np.array([60, 31], "int32")
     _check(target, logits, tl, ol)
+
+
+@pytest.mark.skipif(BACKEND == "tensorflow", reason="TF's ops.scan stacks outputs like the carry")
+@pytest.mark.parametrize("padded", [False, True])
+def test_backward_carrying_ahead_is_the_in_step_recursion_bit_for_bit(padded):
+    # The JAX/torch backward loop carries gamma_t + emission_t (XLA's CPU
+    # fusion of the in-step form is 5x slower); TF runs the in-step form.
+    from keras_stable.ops._kernels import ctc as kernel
+
+    rng = np.random.default_rng(3)
+    time, batch, states = 11, 3, 9
+    emissions = tensor(np.log(rng.uniform(1e-3, 1.0, (time, batch, states))).astype("float32"))
+    frames = np.ones((time, batch, 1), bool)
+    if padded:
+        frames[7:, 0] = frames[::2, 1] = False
+    frames = tensor(frames)
+    skip = np.where(rng.uniform(size=(batch, states)) < 0.5, 0.0, kernel.UNREACHABLE)
+    skip_next = kernel._shift_left(tensor(skip.astype("float32")), 2)
+    final = kernel._final_states(tensor(np.array([4, 3, 2], "int32")), states, "float32")
+    in_step = to_numpy(kernel._backward_in_step(emissions, frames, final, skip_next))
+    ahead = to_numpy(kernel._backward_ahead(emissions, frames, final, skip_next))
+    np.testing.assert_array_equal(ahead, in_step)
+    assert np.all(np.isfinite(ahead))
