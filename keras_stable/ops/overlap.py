@@ -25,8 +25,9 @@ def _prepare(y_true, y_pred, axis):
     axis = check_axis(axis, rank, multiple=True)
     if len(axis) == rank:
         # Every axis: a full reduction (`axis=None`), whose gradient torch
-        # broadcasts from a scalar, 1.3x faster eager than the same sum over
-        # an explicit tuple of every axis.
+        # broadcasts from a scalar; over an explicit tuple of every axis it
+        # broadcasts a (1, 1, 1, 1) tensor (eager Dice 1.27x -> 1.09x
+        # Keras's time, docs/benchmarks.md).
         axis = None
     out_dtype = result_float_dtype(dtype_of(y_pred))
     compute = compute_dtype_of(dtype_of(y_pred))

@@ -117,8 +117,10 @@ def _backward_ahead(emissions, frames, final, skip_next):
     later = ops.concatenate([frames[1:], ops.zeros_like(frames[:1])], axis=0)
 
     def step(carry, inputs):
-        gamma = _next_gamma(carry[1], carry[0], inputs[1], skip_next)
-        return (gamma, gamma + inputs[0]), gamma
+        gamma_after, ahead = carry
+        emission, next_frame = inputs
+        gamma = _next_gamma(ahead, gamma_after, next_frame, skip_next)
+        return (gamma, gamma + emission), gamma
 
     return ops.scan(step, (final, final), (emissions, later), reverse=True)[1]
 
