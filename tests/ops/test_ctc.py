@@ -99,6 +99,18 @@ def test_near_certain_alignment_is_never_negative():
     _check(target, logits, *lengths)
 
 
+def test_minus_inf_logits_of_classes_off_the_alignments():
+    # A class that can never be emitted (a -inf logit, as a vocabulary mask
+    # writes it) is read as unreachable: the loss is finite and exact, and
+    # its logits' gradient 0 (never -inf - (-inf) = NaN).
+    target, logits, tl, ol = _batch(seed=4, classes=6)
+    target = np.where(target == 5, 1, target).astype("int32")  # class 5 off every label
+    logits[:, ::2, 5] = -np.inf
+    logits[0, 3, 5] = -np.inf
+    _, grad = _check(target, logits, tl, ol)
+    assert np.all(grad[:, ::2, 5] == 0.0)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_is_computed_in_float32(dtype):
     target, logits, tl, ol = _batch(seed=2)
@@ -248,3 +260,27 @@ def test_backward_carrying_ahead_is_the_in_step_recursion_bit_for_bit(padded):
     ahead = to_numpy(kernel._backward_ahead(emissions, frames, final, skip_next))
     np.testing.assert_array_equal(ahead, in_step)
     assert np.all(np.isfinite(ahead))
+
+
+@pytest.mark.jax
+def test_jax_memory_is_at_most_optax():
+    """At the issue's M size (32, 200, 64, 40), XLA's buffer plan of the
+    jitted value and gradient needs no more than `keras.ops.ctc_loss`'s
+    (optax's); the clamp of the log-probabilities saved two float32
+    `(B, T, C)` masks for its gradient before (1.13x). Compiled only."""
+    import jax
+    import jax.numpy as jnp
+
+    batch, time, classes, max_label = 32, 200, 64, 40
+    rng = np.random.default_rng(0)
+    target = rng.integers(1, classes, (batch, max_label)).astype("int32")
+    tl = np.full((batch,), max_label, "int32")
+    ol = np.full((batch,), time, "int32")
+    logits = jnp.asarray(rng.normal(size=(batch, time, classes)).astype("float32"))
+
+    def planned_bytes(fn):
+        step = jax.jit(jax.value_and_grad(lambda x: jnp.sum(fn(target, x, tl, ol))))
+        memory = step.lower(logits).compile().memory_analysis()
+        return memory.temp_size_in_bytes + memory.output_size_in_bytes
+
+    assert planned_bytes(ops.ctc_loss) <= planned_bytes(keras.ops.ctc_loss)
