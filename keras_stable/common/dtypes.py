@@ -5,6 +5,8 @@ in float32 and returned in the input's float dtype; losses and metrics
 return float32.
 """
 
+import functools
+
 import keras
 from keras import ops
 
@@ -64,12 +66,7 @@ def compute_dtype_of(*dtypes):
     backends, which would round a float64 computation to float32 (a
     float64 array exists on JAX only under `jax.enable_x64`).
     """
-    if _has_float64(dtypes):
-        return "float64"
-    result = keras.backend.result_type(*dtypes)
-    if result in HALF or not is_float(result):
-        return "float32"
-    return result
+    return _promoted(dtypes)[0]
 
 
 def result_float_dtype(*dtypes):
@@ -78,10 +75,29 @@ def result_float_dtype(*dtypes):
     The promoted float dtype (so float16 + float16 stays float16), or float32
     when the inputs are integers or booleans.
     """
+    return _promoted(dtypes)[1]
+
+
+def _promoted(dtypes):
+    """`(compute dtype, result dtype)` of `dtypes`; dtype names (what
+    `dtype_of` gives) are looked up once: Keras's promotion costs an eager
+    op several microseconds per call."""
+    if all(isinstance(d, str) for d in dtypes):
+        return _promoted_names(dtypes)
+    return _promote(dtypes)
+
+
+@functools.lru_cache(maxsize=256)
+def _promoted_names(dtypes):
+    return _promote(dtypes)
+
+
+def _promote(dtypes):
     if _has_float64(dtypes):
-        return "float64"  # as `compute_dtype_of`
+        return "float64", "float64"
     result = keras.backend.result_type(*dtypes)
-    return result if is_float(result) else "float32"
+    compute = "float32" if result in HALF or not is_float(result) else result
+    return compute, result if is_float(result) else "float32"
 
 
 def _has_float64(dtypes):
