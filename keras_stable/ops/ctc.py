@@ -138,9 +138,10 @@ def _log_likelihood(target, logits, target_length, frames, mask_index, different
     # recursion -inf - (-inf); a class that can never be emitted is read as
     # unreachable instead (its gradient is 0 either way). A select, not
     # `maximum`: JAX's gradient of `maximum` keeps two float32 masks the
-    # size of the logits for the backward pass (1.13x optax's memory).
+    # size of the logits for the backward pass (1.13x optax's memory). A
+    # NaN stays NaN, as through `maximum` (`NaN < x` is False).
     log_probs = ops.log_softmax(logits, axis=-1)
-    log_probs = ops.where(ops.greater(log_probs, unreachable), log_probs, unreachable)
+    log_probs = ops.where(ops.less(log_probs, unreachable), unreachable, log_probs)
 
     # The extended label: blank, l1, blank, l2, ..., lL, blank.
     blanks = ops.full_like(target, mask_index)

@@ -111,6 +111,18 @@ def test_minus_inf_logits_of_classes_off_the_alignments():
     assert np.all(grad[:, ::2, 5] == 0.0)
 
 
+def test_a_nan_logit_stays_in_its_sample():
+    # The clamp of -inf log-probabilities passes a NaN through (as
+    # `maximum` did): the sample is not read as unreachable (a made-up loss
+    # of about 1e30), and the other samples' losses are untouched.
+    target, logits, tl, ol = _batch(seed=6)
+    clean = to_numpy(ops.ctc_loss(target, logits, tl, ol))
+    logits[0, 2, 1] = np.nan
+    out = to_numpy(ops.ctc_loss(target, logits, tl, ol))
+    np.testing.assert_array_equal(out[1:], clean[1:])
+    assert not out[0] > 1e3, out[0]
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_is_computed_in_float32(dtype):
     target, logits, tl, ol = _batch(seed=2)
