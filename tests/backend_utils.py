@@ -275,6 +275,19 @@ def finite_difference(fn_np, x, eps=1e-6):
     return grad
 
 
+def jax_planned_bytes(loss, args, argnums=(0,)):
+    """XLA's buffer plan of the jitted value and gradient of the scalar
+    `loss(*args)` with respect to `args[argnums]` (arguments, outputs and
+    temporaries), in bytes: what the step needs at its peak. Compiled
+    only: nothing runs (JAX backend)."""
+    import jax
+    import jax.numpy as jnp
+
+    step = jax.jit(jax.value_and_grad(loss, argnums=argnums))
+    memory = step.lower(*[jnp.asarray(a) for a in args]).compile().memory_analysis()
+    return memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
+
+
 def float64_enabled():
     """Context in which float64 tensors stay float64 (JAX needs x64 mode)."""
     if BACKEND == "jax":

@@ -13,6 +13,7 @@ from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
 from tests.backend_utils import float64_enabled
+from tests.backend_utils import jax_planned_bytes
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 from tests.ops.test_attention import EMPTY
@@ -220,17 +221,10 @@ def test_long_sequences_take_the_blockwise_path_by_default():
 
 
 def _compiled_bytes(fn, args):
-    """XLA's buffer plan of the jitted value and gradient (arguments,
-    outputs and temporaries), in bytes: what the step needs at its peak."""
-    import jax
+    """The planned bytes of the value and gradient of `sum(fn(q, k, v)**2)`."""
     import jax.numpy as jnp
 
-    def loss(*a):
-        return jnp.sum(fn(*a) ** 2)
-
-    step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
-    memory = step.lower(*[jnp.asarray(a) for a in args]).compile().memory_analysis()
-    return memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
+    return jax_planned_bytes(lambda *a: jnp.sum(fn(*a) ** 2), args, argnums=(0, 1, 2))
 
 
 @pytest.mark.jax
