@@ -46,6 +46,8 @@ def _one_minus_ratio(numerator, denominator):
     not `(d - n) / d`: with `n` exactly 0 (an empty target) the gradient
     is exactly 0, where `1/d - d/d**2` leaves round-off.
     """
+    # The operator, not `ops.not_equal`: Keras's torch backend converts the
+    # Python 0 to a tensor on every call.
     nonzero = ops.cast(denominator != 0, dtype_of(denominator))
     return (1.0 - numerator / (denominator + (1.0 - nonzero))) * nonzero
 
@@ -68,8 +70,9 @@ def dice_loss(y_true, y_pred, axis=None):
 
     Numerical stability:
         An empty target with an empty prediction (both sums 0) is a perfect
-        match: loss 0 and a zero gradient (the double-where pattern), where
-        Keras returns 1. Everywhere else the value and gradient are the
+        match: loss 0 and a zero gradient (the ratio is taken over a
+        denominator raised to 1 there, and the loss multiplied by 0: no
+        `0 / 0` in the value or the gradient), where Keras returns 1. Everywhere else the value and gradient are the
         exact ratio's, finite on all of `[0, 1]` (the denominator is then
         positive). float16/bfloat16 are computed in float32.
 
