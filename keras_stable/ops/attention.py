@@ -208,14 +208,17 @@ def dot_product_attention(
         scale: optional float, default `1 / sqrt(H)`.
         is_causal: whether query `i` sees only keys `j <= i`.
         flash_attention: accepted for parity with Keras and ignored: the
-            path is chosen by `chunk_size` (below); no vendor kernel runs.
+            path is chosen by `chunk_size` (below).
         attn_logits_soft_cap: optional positive float `c`; the scaled
             logits become `c * tanh(logits / c)` before the bias and mask
             (Keras supports it only on JAX TPU).
         chunk_size: keys per block of the blockwise path (any positive
             int, it need not divide `S`). By default the blockwise path
             runs when `S > 1024`, with blocks of 256 keys; otherwise the
-            logits are materialised. With `KERAS_STABLE_PORTABLE` set the
+            logits are materialised. On PyTorch (eager) the blockwise path
+            is torch's fused `scaled_dot_product_attention` (the same
+            algorithm, its own blocks) wherever it computes ours: no soft
+            cap, no bias gradient, float32 or float64 inside. With `KERAS_STABLE_PORTABLE` set the
             materialised formulation always runs.
 
     Returns:

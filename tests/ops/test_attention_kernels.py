@@ -119,6 +119,60 @@ def test_blockwise_empty_rows_give_zero_and_zero_gradients(monkeypatch, name, dt
         _check_empty(fn, args, wrt, cot, cot_zeroed, empty, bias, dtype, mode, ref_out, ref_grads)
 
 
+@pytest.mark.parametrize("name", sorted(EMPTY) + ["gqa_mask", "causal_t_lt_s", "causal_t_gt_s"])
+def test_blockwise_with_a_constant_bias(monkeypatch, name):
+    """The blockwise path where nothing but the query, key and value is
+    differentiated (a mask, a constant bias with `-inf` entries): against
+    the materialised formulation, empty rows included (output 0, every
+    gradient as if their upstream were 0). On PyTorch this is the path of
+    torch's fused attention (`torch_native.native_attention`): the spy
+    checks that it ran."""
+    if name in EMPTY:
+        (kw, bias), shape = EMPTY[name], dict(t=6, s=6)
+        empty = _empty_rows(kw, bias, 6, 6)
+    else:
+        shape, kw, bias_shape = CASES[name]
+        bias = RNG.normal(size=bias_shape).astype("float32")
+        bias[..., 0] = -np.inf  # the first key removed (where the bias has keys)
+        empty = None
+    q, k, v = _qkv(**shape)
+    cot = RNG.normal(size=q.shape).astype("float32")
+    extra = {} if bias is None else {"bias": bias}
+    fn = _fn(4, **kw, **extra)
+    ran = _spy_torch_attention(monkeypatch)
+    ref_out, ref_grads = _materialised(monkeypatch, fn, [q, k, v], (0, 1, 2), cot)
+    for mode in MODES:
+        out, grads = vjp(fn, [q, k, v], (0, 1, 2), cot, mode)
+        assert_close(out, ref_out, what=f"{mode} value vs materialised")
+        for i, (g, r) in enumerate(zip(grads, ref_grads)):
+            assert_finite(g, f"{mode} gradient {i}")
+            assert_close(g, r, what=f"{mode} gradient {i} vs materialised", tol=GRAD_TOL["float32"])
+        if empty is not None:
+            assert np.all(out[np.transpose(empty, (0, 2, 1))] == 0)
+    if ran is not None:
+        assert ran and all(ran), ran
+
+
+def _spy_torch_attention(monkeypatch):
+    """On PyTorch, a list that records whether each call of
+    `native_attention` gave torch's fused result; None elsewhere."""
+    import keras
+
+    if keras.backend.backend() != "torch":
+        return None
+    from keras_stable.ops._kernels import torch_native
+
+    ran, real = [], torch_native.native_attention
+
+    def spy(*args):
+        out = real(*args)
+        ran.append(out is not None)
+        return out
+
+    monkeypatch.setattr(torch_native, "native_attention", spy)
+    return ran
+
+
 def _check_empty(fn, args, wrt, cot, cot_zeroed, empty, bias, dtype, mode, ref_out, ref_grads):
     out, grads = vjp(fn, args, wrt, cot, mode)
     _, grads_zeroed = vjp(fn, args, wrt, cot_zeroed, mode)

@@ -23,7 +23,8 @@ formulation (values and gradients), which stays the reference:
 - `blocks.py`: the compiled loop over blocks the blockwise kernels share;
 - `dispatch.py`: the one backend switch (`fused`, `native_pass`,
   `native_op`, `kernels_enabled`);
-- `torch_native.py`: PyTorch's native passes and fused cross-entropies,
+- `torch_native.py`: PyTorch's native passes, fused cross-entropies and
+  fused (blockwise) attention,
   the only module that imports torch (only when the backend is torch).
 """
 

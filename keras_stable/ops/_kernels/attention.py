@@ -28,6 +28,7 @@ from keras_stable.common.dtypes import maximum
 from keras_stable.common.dtypes import tanh
 from keras_stable.ops._kernels.blocks import for_each_block
 from keras_stable.ops._kernels.dispatch import fused
+from keras_stable.ops._kernels.dispatch import native_op
 
 _NEG_INF = float("-inf")
 
@@ -183,6 +184,12 @@ def attention_kernel(q, k, v, bias, mask, scale, is_causal, cap, chunk_size):
         `(B, T, K, G, H)`: 0 on rows with no allowed key, whose gradients
         are exactly 0.
     """
+    # PyTorch: its fused attention where it computes ours (the same
+    # blockwise algorithm and backward; eager, so no compiled loop of ours
+    # to fuse the blocks).
+    out = native_op("native_attention", q, k, v, bias, mask, scale, is_causal, cap)
+    if out is not None:
+        return out
     problem = _Problem(mask, scale, is_causal, cap, chunk_size)
     inputs = (q, k, v) if bias is None else (q, k, v, bias)
 
