@@ -218,8 +218,8 @@ def dot_product_attention(
             logits are materialised. On PyTorch (eager) the blockwise path
             is torch's fused `scaled_dot_product_attention` (the same
             algorithm, its own blocks) wherever it computes ours: no soft
-            cap, no bias gradient, float32 or float64 inside. With `KERAS_STABLE_PORTABLE` set the
-            materialised formulation always runs.
+            cap and no bias gradient. With `KERAS_STABLE_PORTABLE` set
+            the materialised formulation always runs.
 
     Returns:
         `(B, T, N, H)`, the dtype of the inputs.

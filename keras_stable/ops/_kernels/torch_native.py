@@ -429,8 +429,8 @@ def native_attention(q, key, value, bias, mask, scale, is_causal, cap):
     its output is multiplied by 0: output 0, and its upstream gradient is
     dropped, so it contributes exactly 0 to every gradient, as ours.
     None (and the `keras.ops` kernel runs) where torch's kernel does not
-    compute ours: a soft cap, a bias that wants a gradient, half-precision
-    inputs, tracing.
+    compute ours: a soft cap, a bias that wants a gradient, tracing
+    (half-precision inputs arrive here cast to float32, as ours compute).
     """
     if cap is not None or q.is_meta or torch.compiler.is_compiling():
         return None
