@@ -13,6 +13,7 @@ from keras_stable.common.dtypes import static_shape
 from keras_stable.ops._kernels import attention_kernel
 from keras_stable.ops._kernels import causal_mask
 from keras_stable.ops._kernels import kernels_enabled
+from keras_stable.ops._kernels import native_op
 from keras_stable.ops._kernels import soft_cap
 from keras_stable.ops._kernels import softmax_kernel
 
@@ -298,5 +299,12 @@ def dot_product_attention(
         chunk = min(chunk_size or DEFAULT_CHUNK_SIZE, s)
         out = attention_kernel(q5, key, value, bias5, mask5, scale, is_causal, cap, chunk)
     else:
-        out = _materialised(q5, key, value, bias5, mask5, scale, is_causal, cap)
+        out = None
+        if kernels_enabled() and not symbolic:
+            # PyTorch: the same numbers in exact blocks of query rows.
+            out = native_op(
+                "native_materialised_attention", q5, key, value, bias5, mask5, scale, is_causal, cap
+            )
+        if out is None:
+            out = _materialised(q5, key, value, bias5, mask5, scale, is_causal, cap)
     return ops.cast(ops.reshape(out, (-1, t, n, h)), out_dtype)

@@ -14,6 +14,7 @@ from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
 from tests.backend_utils import float64_enabled
 from tests.backend_utils import jax_planned_bytes
+from tests.backend_utils import portable
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 from tests.ops.test_attention import EMPTY
@@ -119,14 +120,16 @@ def test_blockwise_empty_rows_give_zero_and_zero_gradients(monkeypatch, name, dt
         _check_empty(fn, args, wrt, cot, cot_zeroed, empty, bias, dtype, mode, ref_out, ref_grads)
 
 
+@pytest.mark.parametrize("chunk_size", [None, 4])
 @pytest.mark.parametrize("name", sorted(EMPTY) + ["gqa_mask", "causal_t_lt_s", "causal_t_gt_s"])
-def test_blockwise_with_a_constant_bias(monkeypatch, name):
-    """The blockwise path where nothing but the query, key and value is
-    differentiated (a mask, a constant bias with `-inf` entries): against
-    the materialised formulation, empty rows included (output 0, every
-    gradient as if their upstream were 0). On PyTorch this is the path of
-    torch's fused attention (`torch_native.native_attention`): the spy
-    checks that it ran."""
+def test_with_a_constant_bias(monkeypatch, name, chunk_size):
+    """Both paths (materialised: `chunk_size=None`; blockwise) where nothing
+    but the query, key and value is differentiated (a mask, a constant bias
+    with `-inf` entries): against the portable materialised formulation,
+    empty rows included (output 0, every gradient as if their upstream were
+    0). On PyTorch these are torch's kernels (`torch_attention.py`: exact
+    blocks of query rows, torch's fused attention): the spy checks that
+    they ran."""
     if name in EMPTY:
         (kw, bias), shape = EMPTY[name], dict(t=6, s=6)
         empty = _empty_rows(kw, bias, 6, 6)
@@ -138,8 +141,9 @@ def test_blockwise_with_a_constant_bias(monkeypatch, name):
     q, k, v = _qkv(**shape)
     cot = RNG.normal(size=q.shape).astype("float32")
     extra = {} if bias is None else {"bias": bias}
-    fn = _fn(4, **kw, **extra)
-    ran = _spy_torch_attention(monkeypatch)
+    fn = _fn(chunk_size, **kw, **extra)
+    native = "native_attention" if chunk_size else "native_materialised_attention"
+    ran = _spy_torch_attention(monkeypatch, native)
     ref_out, ref_grads = _materialised(monkeypatch, fn, [q, k, v], (0, 1, 2), cot)
     for mode in MODES:
         out, grads = vjp(fn, [q, k, v], (0, 1, 2), cot, mode)
@@ -159,24 +163,56 @@ def test_blockwise_with_a_constant_bias(monkeypatch, name):
         assert ran and all(ran), ran
 
 
-def _spy_torch_attention(monkeypatch):
+def _spy_torch_attention(monkeypatch, name):
     """On PyTorch, a list that records whether each call of
-    `native_attention` gave torch's fused result; None elsewhere."""
+    `torch_native.<name>` gave torch's result; None elsewhere."""
     import keras
 
     if keras.backend.backend() != "torch":
         return None
     from keras_stable.ops._kernels import torch_native
 
-    ran, real = [], torch_native.native_attention
+    ran, real = [], getattr(torch_native, name)
 
     def spy(*args):
         out = real(*args)
         ran.append(out is not None)
         return out
 
-    monkeypatch.setattr(torch_native, "native_attention", spy)
+    monkeypatch.setattr(torch_native, name, spy)
     return ran
+
+
+@pytest.mark.parametrize("chunk_size", [None, 3])
+def test_second_order_matches_the_portable_formulation(chunk_size):
+    """A gradient penalty through attention (`d/dq <grad_q sum(att * c), w>`)
+    on both paths, a causal mask over left padding (empty rows) included:
+    the backward passes are differentiable (torch's kernels hand the second
+    order to plain differentiable ops) and give the portable derivative."""
+    import keras
+
+    from tests.ops.test_kernels import _input_gradient
+    from tests.ops.test_kernels import _second_order
+
+    q, k, v = _qkv()
+    mask = np.ones((B, 1, 1, S), bool)
+    mask[0, ..., :3] = False  # with is_causal: rows 0-2 of sample 0 see no key
+    cot = keras.ops.convert_to_tensor(RNG.normal(size=q.shape).astype("float32"))
+    w = keras.ops.convert_to_tensor(RNG.normal(size=q.shape).astype("float32"))
+    kv = [keras.ops.convert_to_tensor(x) for x in (k, v)]
+
+    def attention(a):
+        out = ops.dot_product_attention(a, *kv, mask=mask, is_causal=True, chunk_size=chunk_size)
+        return out * cot
+
+    def loss(ps):
+        return keras.ops.sum(_input_gradient(attention, ps[0]) * w)
+
+    (h,) = _second_order(loss, [q])
+    with portable():
+        (ph,) = _second_order(loss, [q])
+    assert_finite(h)
+    assert_close(h, ph, what="Hessian-vector product", tol=(1e-4, 1e-5))
 
 
 def _check_empty(fn, args, wrt, cot, cot_zeroed, empty, bias, dtype, mode, ref_out, ref_grads):

@@ -23,9 +23,11 @@ formulation (values and gradients), which stays the reference:
 - `blocks.py`: the compiled loop over blocks the blockwise kernels share;
 - `dispatch.py`: the one backend switch (`fused`, `native_pass`,
   `native_op`, `kernels_enabled`);
-- `torch_native.py`: PyTorch's native passes, fused cross-entropies and
-  fused (blockwise) attention,
-  the only module that imports torch (only when the backend is torch).
+- `torch_native.py`: PyTorch's native passes and fused cross-entropies,
+  and `torch_attention.py`, attention by torch's kernels (the blockwise
+  path as torch's fused attention, the materialised one in exact blocks
+  of query rows): the only modules that import torch (only when the
+  backend is torch).
 """
 
 from keras_stable.ops._kernels.attention import attention_kernel

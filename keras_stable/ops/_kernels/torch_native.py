@@ -1,11 +1,12 @@
 """PyTorch: the native passes of the kernels, and torch's own fused
 cross-entropies (`native_sparse_cross_entropy`,
-`native_sigmoid_cross_entropy`), CTC (`native_ctc_loss`) and blockwise
-attention (`native_attention`).
+`native_sigmoid_cross_entropy`), CTC (`native_ctc_loss`) and attention
+(`native_attention`, `native_materialised_attention`, written in
+`torch_attention.py` and named here, where `dispatch.native_op` finds them).
 
-The only module of keras_stable that imports torch at module load;
-`dispatch.py`, the one backend switch, imports it only when the backend is
-torch. A `<name>_pass(*static_args)` returns the `(forward, backward)` pair
+With `torch_attention.py`, the only module of keras_stable that imports
+torch at module load; `dispatch.py`, the one backend switch, imports it
+only when the backend is torch. A `<name>_pass(*static_args)` returns the `(forward, backward)` pair
 that `dispatch.fused` runs through `TorchFused` for the kernel `<name>`.
 """
 
@@ -13,6 +14,8 @@ import torch
 
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.ops._kernels.norms import RESCUE
+from keras_stable.ops._kernels.torch_attention import native_attention  # noqa: F401
+from keras_stable.ops._kernels.torch_attention import native_materialised_attention  # noqa: F401
 
 _INF = float("inf")
 _NEG_INF = float("-inf")
@@ -414,65 +417,3 @@ def native_ctc_loss(target, logits, target_length, output_length, mask_index):
     return torch.nn.functional.ctc_loss(
         log_probs, labels, frames, lengths, blank=mask_index, reduction="none", zero_infinity=True
     )
-
-
-def native_attention(q, key, value, bias, mask, scale, is_causal, cap):
-    """The blockwise attention kernel's output by torch's fused
-    `scaled_dot_product_attention` (on the CPU its flash kernel: blocks of
-    keys, memory linear in the length, the log-sum-exp kept for a backward
-    that recomputes them, FlashAttention-2's `D = rowsum(dO * O)` as ours),
-    what Keras's torch backend runs. `q` `(B, T, K, G, H)`, `key`/`value`
-    `(B, S, K, H)`, rank-5 `bias`/`mask` as `attention_kernel`'s.
-
-    A row with no allowed key is given every key (so the kernel never
-    meets an empty softmax, whatever the device's kernel does with one) and
-    its output is multiplied by 0: output 0, and its upstream gradient is
-    dropped, so it contributes exactly 0 to every gradient, as ours.
-    None (and the `keras.ops` kernel runs) where torch's kernel does not
-    compute ours: a soft cap, a bias that wants a gradient, tracing
-    (half-precision inputs arrive here cast to float32, as ours compute).
-    """
-    if cap is not None or q.is_meta or torch.compiler.is_compiling():
-        return None
-    if q.dtype not in (torch.float32, torch.float64):
-        return None
-    if bias is not None and bias.requires_grad and torch.is_grad_enabled():
-        return None
-    b, t, kv, groups, h = q.shape
-    s = key.shape[1]
-    # Head n = k * G + g reads key/value head k: torch's `enable_gqa` mapping.
-    query = q.reshape(b, t, kv * groups, h).transpose(1, 2)
-    key, value = key.transpose(1, 2), value.transpose(1, 2)
-
-    def heads(x):  # rank 5 (b, k, g, t, s) -> rank 4 (b, k * g, t, s)
-        return x.reshape(x.shape[0], x.shape[1] * x.shape[2], x.shape[3], x.shape[4])
-
-    allowed = None if mask is None else heads(mask)
-    if bias is not None:
-        bias = heads(bias)
-        finite = bias != _NEG_INF
-        allowed = finite if allowed is None else allowed & finite
-    if allowed is not None and is_causal:
-        causal = torch.ones((t, s), dtype=torch.bool, device=q.device).tril_()
-        allowed, is_causal = allowed & causal, False
-    live = None
-    if allowed is not None:
-        nonempty = torch.any(allowed, dim=-1, keepdim=True)
-        if not bool(torch.all(nonempty)):
-            live = nonempty.to(q.dtype)
-            allowed = allowed | ~nonempty
-    attn_mask = allowed
-    if bias is not None:
-        attn_mask = torch.where(allowed, bias, _NEG_INF)
-    out = torch.nn.functional.scaled_dot_product_attention(
-        query,
-        key,
-        value,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        scale=scale,
-        enable_gqa=groups > 1,
-    )
-    if live is not None:
-        out = out * live
-    return out.transpose(1, 2).reshape(b, t, kv, groups, h)
