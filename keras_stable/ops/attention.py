@@ -216,11 +216,13 @@ def dot_product_attention(
         chunk_size: keys per block of the blockwise path (any positive
             int, it need not divide `S`). By default the blockwise path
             runs when `S > 1024`, with blocks of 256 keys; otherwise the
-            logits are materialised. On PyTorch (eager) the blockwise path
-            is torch's fused `scaled_dot_product_attention` (the same
-            algorithm, its own blocks) wherever it computes ours: no soft
-            cap and no bias gradient. With `KERAS_STABLE_PORTABLE` set
-            the materialised formulation always runs.
+            logits are materialised. On PyTorch (eager), wherever there
+            is no soft cap and no bias gradient, torch's kernels run: the
+            materialised path in exact blocks of query rows, the
+            blockwise one as torch's fused `scaled_dot_product_attention`
+            (the same algorithm, its own blocks). With
+            `KERAS_STABLE_PORTABLE` set the materialised `keras.ops`
+            formulation always runs.
 
     Returns:
         `(B, T, N, H)`, the dtype of the inputs.
