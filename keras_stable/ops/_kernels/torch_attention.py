@@ -190,28 +190,33 @@ class _Fused(torch.autograd.Function):
 class _RowBlocks(torch.autograd.Function):
     """The materialised attention in blocks of query rows; the backward
     from the kept probabilities: `dV = P^T dO`, `dS = P * (dP - rowsum(P *
-    dP))` with `dP = dO V^T`, `dQ = scale dS K`, `dK = scale dS^T Q`."""
+    dP))` with `dP = dO V^T`, `dQ = scale dS K`, `dK = scale dS^T Q`.
+
+    The products are batched over `B * N` heads of contiguous
+    `(rows, H)` matrices, and the keys' and values' gradients accumulate
+    in place (`baddbmm_`): measured 1.1-1.3x torch's fused kernel with all
+    three gradients at (8, 512, 8, 64), 1.3-1.45x with strided
+    `(B, N, T, H)` views and a temporary per block.
+    """
 
     @staticmethod
     def forward(ctx, query, key, value, problem):
-        q = query * problem.scale
-        k, v = problem.expanded(key), problem.expanded(value)
-        rows, keys = q.shape[2], k.shape[2]
-        size = max(1, min(rows, BLOCK_LOGITS // max(1, q.shape[0] * q.shape[1] * keys)))
-        k_t = k.transpose(-1, -2)
+        q, k, v = _RowBlocks.matrices(query, key, value, problem)
+        heads, rows, keys = q.shape[0], q.shape[1], k.shape[1]
+        size = max(1, min(rows, BLOCK_LOGITS // max(1, heads * keys)))
+        k_t = k.transpose(1, 2)
         probs, outs = [], []
         for start in range(0, rows, size):
-            logits = problem.mask_logits(
-                torch.matmul(q[:, :, start : start + size], k_t), start, size
-            )
+            logits = torch.bmm(q[:, start : start + size], k_t)
+            problem.mask_logits(_RowBlocks.per_head(logits, query), start, size)
             p = torch.softmax(logits, -1)
             if problem.dead is not None:
-                p.masked_fill_(_rows(problem.dead, start, size), 0.0)
+                _RowBlocks.per_head(p, query).masked_fill_(_rows(problem.dead, start, size), 0.0)
             probs.append(p)
-            outs.append(torch.matmul(p, v))
+            outs.append(torch.bmm(p, v))
         ctx.problem, ctx.size = problem, size
         ctx.save_for_backward(query, key, value, *probs)
-        return torch.cat(outs, 2)
+        return _RowBlocks.per_head(torch.cat(outs, 1), query)
 
     @staticmethod
     def backward(ctx, d_out):
@@ -220,30 +225,46 @@ class _RowBlocks(torch.autograd.Function):
             return _second_order(ctx, problem, d_out)
         query, key, value, *probs = ctx.saved_tensors
         need_q, need_k, need_v = ctx.needs_input_grad[:3]
-        d_out = problem.cleared(d_out)  # an empty row's upstream (even inf) is dropped
-        q = query * problem.scale
-        k, v = problem.expanded(key), problem.expanded(value)
-        d_q = []
+        q, k, v = _RowBlocks.matrices(query, key, value, problem)
+        # An empty row's upstream (even inf) is dropped.
+        d_out = problem.cleared(d_out).reshape(q.shape)
+        d_q = torch.empty_like(q) if need_q else None
         d_k = torch.zeros_like(k) if need_k else None
         d_v = torch.zeros_like(v) if need_v else None
+        v_t = v.transpose(1, 2)
         for i, p in enumerate(probs):
-            start = i * ctx.size
-            d_o = d_out[:, :, start : start + ctx.size]
+            block = slice(i * ctx.size, (i + 1) * ctx.size)
+            d_o = d_out[:, block]
             if need_v:
-                d_v += torch.matmul(p.transpose(-1, -2), d_o)
+                d_v.baddbmm_(p.transpose(1, 2), d_o)
             if need_q or need_k:
-                d_s = torch.matmul(d_o, v.transpose(-1, -2)).mul_(p)
+                d_s = torch.bmm(d_o, v_t).mul_(p)
                 d_s.addcmul_(p, torch.sum(d_s, -1, keepdim=True), value=-1.0)
                 if need_q:
-                    d_q.append(torch.matmul(d_s, k))
+                    d_q[:, block] = torch.bmm(d_s, k)
                 if need_k:
-                    d_k += torch.matmul(d_s.transpose(-1, -2), q[:, :, start : start + ctx.size])
+                    d_k.baddbmm_(d_s.transpose(1, 2), q[:, block])
+        heads = query.shape[:2]
         return (
-            torch.cat(d_q, 2).mul_(problem.scale) if need_q else None,
-            problem.grouped(d_k) if need_k else None,
-            problem.grouped(d_v) if need_v else None,
+            d_q.mul_(problem.scale).view(query.shape) if need_q else None,
+            problem.grouped(d_k.view(*heads, *d_k.shape[1:])) if need_k else None,
+            problem.grouped(d_v.view(*heads, *d_v.shape[1:])) if need_v else None,
             None,
         )
+
+    @staticmethod
+    def matrices(query, key, value, problem):
+        """The scaled queries `(B * N, T, H)` and the keys and values
+        `(B * N, S, H)` (repeated over a group), contiguous copies."""
+        heads = query.shape[0] * query.shape[1]
+        q = (query * problem.scale).reshape(heads, *query.shape[2:])
+        k, v = (problem.expanded(x).reshape(heads, *x.shape[2:]) for x in (key, value))
+        return q, k, v
+
+    @staticmethod
+    def per_head(x, query):
+        """A `(B * N, rows, ...)` block viewed as `(B, N, rows, ...)`."""
+        return x.view(*query.shape[:2], *x.shape[1:])
 
 
 def native_attention(q, key, value, bias, mask, scale, is_causal, cap):
