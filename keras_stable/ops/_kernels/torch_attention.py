@@ -215,7 +215,9 @@ class _RowBlocks(torch.autograd.Function):
             probs.append(p)
             outs.append(torch.bmm(p, v))
         ctx.problem, ctx.size = problem, size
-        ctx.save_for_backward(query, key, value, *probs)
+        # The inputs (for a second derivative) and their matrices (small
+        # next to the probabilities; copying them again costs more).
+        ctx.save_for_backward(query, key, value, q, k, v, *probs)
         return _RowBlocks.per_head(torch.cat(outs, 1), query)
 
     @staticmethod
@@ -223,9 +225,8 @@ class _RowBlocks(torch.autograd.Function):
         problem = ctx.problem
         if torch.is_grad_enabled():
             return _second_order(ctx, problem, d_out)
-        query, key, value, *probs = ctx.saved_tensors
+        query, key, value, q, k, v, *probs = ctx.saved_tensors
         need_q, need_k, need_v = ctx.needs_input_grad[:3]
-        q, k, v = _RowBlocks.matrices(query, key, value, problem)
         # An empty row's upstream (even inf) is dropped.
         d_out = problem.cleared(d_out).reshape(q.shape)
         d_q = torch.empty_like(q) if need_q else None
