@@ -22,10 +22,10 @@ from tests.backend_utils import vjp_all_modes
 RNG = np.random.default_rng(0)
 
 
-def _qkv(b=2, t=5, s=7, n=4, kv=2, h=8, scale=1.0, dtype="float32"):
-    q = (RNG.normal(size=(b, t, n, h)) * scale).astype(dtype)
-    k = (RNG.normal(size=(b, s, kv, h)) * scale).astype(dtype)
-    v = RNG.normal(size=(b, s, kv, h)).astype(dtype)
+def _qkv(b=2, t=5, s=7, n=4, kv=2, h=8, scale=1.0, dtype="float32", rng=RNG):
+    q = (rng.normal(size=(b, t, n, h)) * scale).astype(dtype)
+    k = (rng.normal(size=(b, s, kv, h)) * scale).astype(dtype)
+    v = rng.normal(size=(b, s, kv, h)).astype(dtype)
     return q, k, v
 
 
@@ -121,11 +121,18 @@ def _plain(q, k, v, cap, scale):
 
 
 def test_soft_cap_matches_reference():
-    q, k, v = _qkv(scale=3.0)
-    cot = RNG.normal(size=q.shape).astype("float32")
-    out, grads = vjp_all_modes(_attention(attn_logits_soft_cap=2.5), [q, k, v], (0, 1, 2), cot)
+    """Values against float64; gradients across modes and against the plain
+    formulation in float64. Gradients compare at float32's 1e-5 relative to
+    their own scale: a soft-capped gradient entry that cancels to ~0.007
+    next to entries of ~2 carries round-off of ~1.5e-6 (measured over 12
+    draws: up to 1.5e-6 of the largest entry, eager or XLA), which the
+    elementwise atol of 1e-6 failed for some draws (and with the module's
+    RNG, for some test orders)."""
+    rng = np.random.default_rng(123)  # this test's draws, whatever ran before
+    q, k, v = _qkv(scale=3.0, rng=rng)
+    cot = rng.normal(size=q.shape).astype("float32")
+    fn = _attention(attn_logits_soft_cap=2.5)
     ref = reference.dot_product_attention(q, k, v, soft_cap=2.5)
-    assert_close(out, ref, what="value vs float64")
 
     def plain(a, b, c):
         return _plain(a, b, c, 2.5, 8**-0.5)
@@ -135,8 +142,12 @@ def test_soft_cap_matches_reference():
     with float64_enabled():
         args64 = [np.asarray(a, "float64") for a in (q, k, v)]
         _, p_grads = vjp(plain, args64, (0, 1, 2), cot, mode=MODES[0])
-    for g, r in zip(grads, p_grads):
-        assert_close(g, r, what="gradient vs plain formulation (float64)")
+    for mode in MODES:
+        out, grads = vjp(fn, [q, k, v], (0, 1, 2), cot, mode)
+        assert_close(out, ref, what=f"{mode} value vs float64")
+        for g, r in zip(grads, p_grads):
+            tol = (1e-5, 1e-5 * float(np.max(np.abs(r))))
+            assert_close(g, r, what=f"{mode} gradient vs plain formulation (float64)", tol=tol)
 
 
 def test_float64_gradients_match_finite_differences():
