@@ -153,15 +153,23 @@ class _Attention:
         return out.transpose(1, 2).reshape(self.shape)
 
 
+def _gradients(out, inputs, needs, d_out, **kwargs):
+    """`(d query, d key, d value, None)` of `out` by autograd, None for the
+    inputs that want none (the last None: the problem argument)."""
+    wanted = [x for x, need in zip(inputs, needs) if need]
+    grads = iter(torch.autograd.grad(out, wanted, d_out, **kwargs))
+    return tuple(next(grads) if need else None for need in needs) + (None,)
+
+
 def _second_order(ctx, problem, d_out):
     """The backward of either function while autograd records it: the
     gradients of `problem.reference`, differentiable themselves."""
-    inputs, needs = ctx.saved_tensors[:3], ctx.needs_input_grad[:3]
+    inputs = ctx.saved_tensors[:3]
     with torch.enable_grad():
         out = problem.reference(*inputs)
-    wanted = [x for x, need in zip(inputs, needs) if need]
-    grads = iter(torch.autograd.grad(out, wanted, d_out, create_graph=True, allow_unused=True))
-    return tuple(next(grads) if need else None for need in needs) + (None,)
+    return _gradients(
+        out, inputs, ctx.needs_input_grad[:3], d_out, create_graph=True, allow_unused=True
+    )
 
 
 class _Fused(torch.autograd.Function):
@@ -181,10 +189,7 @@ class _Fused(torch.autograd.Function):
         if torch.is_grad_enabled():
             return _second_order(ctx, ctx.problem, d_out)
         inputs, out = ctx.graph
-        needs = ctx.needs_input_grad[:3]
-        wanted = [x for x, need in zip(inputs, needs) if need]
-        grads = iter(torch.autograd.grad(out, wanted, d_out))
-        return tuple(next(grads) if need else None for need in needs) + (None,)
+        return _gradients(out, inputs, ctx.needs_input_grad[:3], d_out)
 
 
 class _RowBlocks(torch.autograd.Function):
