@@ -49,7 +49,21 @@ def _one_minus_ratio(numerator, denominator):
     # The operator, not `ops.not_equal`: Keras's torch backend converts the
     # Python 0 to a tensor on every call.
     nonzero = ops.cast(denominator != 0, dtype_of(denominator))
-    return (1.0 - numerator / (denominator + (1.0 - nonzero))) * nonzero
+    # Both counts times a power of two that brings the denominator into
+    # [1, 2): exact, and the ratio's gradient `-n / d**2` never squares a
+    # tiny denominator (confident background on an empty target, p = 1e-21:
+    # d**2 is subnormal, XLA flushes it to 0, and 0 * inf is NaN).
+    scale = ops.stop_gradient(_power_of_two_scale(denominator))
+    denominator = denominator * scale + (1.0 - nonzero)
+    return (1.0 - (numerator * scale) / denominator) * nonzero
+
+
+def _power_of_two_scale(x):
+    """`2**-floor(log2(x))` for `x > 0` (1 elsewhere), its exponent kept
+    inside the float32 normal range so the scale itself is finite."""
+    positive = x > 0
+    exponent = ops.floor(ops.log2(ops.where(positive, x, ops.ones_like(x))))
+    return ops.power(2.0, ops.clip(-exponent, -126.0, 126.0))
 
 
 def dice_loss(y_true, y_pred, axis=None):
@@ -76,13 +90,12 @@ def dice_loss(y_true, y_pred, axis=None):
         exact ratio's, finite on all of `[0, 1]` (the denominator is then
         positive). float16/bfloat16 are computed in float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> empty = np.zeros((1, 4), "float32")
-    >>> float(ops.dice_loss(empty, empty, axis=1)[0])  # keras.losses.dice: 1.0
-    0.0
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> empty = np.zeros((1, 4), "float32")
+        >>> float(ops.dice_loss(empty, empty, axis=1)[0])  # keras.losses.dice: 1.0
+        0.0
     """
     y_true, y_pred, axis, out_dtype = _prepare(y_true, y_pred, axis)
     overlap = ops.sum(y_true * y_pred, axis=axis)
@@ -118,14 +131,13 @@ def tversky_loss(y_true, y_pred, alpha=0.5, beta=0.5, axis=None):
         alpha=a, beta=b)` equals its `tversky(t, p, alpha=b, beta=a)` up
         to its `1e-7`. float16/bfloat16 are computed in float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> y_true = np.array([[1.0, 1.0, 0.0, 0.0]], "float32")
-    >>> y_pred = np.array([[1.0, 0.0, 1.0, 1.0]], "float32")  # TP 1, FP 2, FN 1
-    >>> round(float(ops.tversky_loss(y_true, y_pred, alpha=0.25, beta=1.0, axis=1)[0]), 5)
-    0.6
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> y_true = np.array([[1.0, 1.0, 0.0, 0.0]], "float32")
+        >>> y_pred = np.array([[1.0, 0.0, 1.0, 1.0]], "float32")  # TP 1, FP 2, FN 1
+        >>> round(float(ops.tversky_loss(y_true, y_pred, alpha=0.25, beta=1.0, axis=1)[0]), 5)
+        0.6
     """
     alpha = check_non_negative(alpha, "alpha")
     beta = check_non_negative(beta, "beta")

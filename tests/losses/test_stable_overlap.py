@@ -188,3 +188,26 @@ def test_bad_input():
         keras_stable.losses.StableTversky(beta=True)
     with pytest.raises(ValueError, match="`axis` must be"):
         keras_stable.losses.StableDice(axis="1")
+
+
+@pytest.mark.parametrize("p", [1e-21, 1e-30, 1e-36])
+def test_confident_background_on_an_empty_target_is_finite_compiled(p):
+    # A well-trained model on an empty slice: the denominator sum(p) is
+    # tiny and its square subnormal, which XLA flushes to 0 (issue #38,
+    # item 3: NaN/inf gradients under XLA on TF and JAX). The exact loss is
+    # 1 (no overlap is possible) and its gradient 0 (the numerator is 0).
+    y_true = np.zeros((2, 4, 4, 1), "float32")
+    y_pred = np.full((2, 4, 4, 1), p, "float32")
+    for loss in (
+        keras_stable.losses.StableDice(axis=(1, 2, 3)),
+        keras_stable.losses.StableTversky(alpha=0.3, beta=0.7, axis=(1, 2, 3)),
+        keras_stable.losses.StableDice(),
+    ):
+        out, (grad,) = vjp_all_modes(lambda q, loss=loss: loss(y_true, q), [y_pred])
+        assert out == 1.0 and np.all(grad == 0.0), (type(loss).__name__, out, grad)
+    # A target with foreground: the gradient is the exact ratio's.
+    y_true[0, 0, 0, 0] = 1.0
+    out, (grad,) = vjp_all_modes(lambda q: ops.dice_loss(y_true, q, axis=(1, 2, 3)), [y_pred])
+    expected = ref.dice_loss(y_true, y_pred.astype("float64"), axis=(1, 2, 3))
+    assert_close(out, expected, "float32")
+    assert_finite(grad)
