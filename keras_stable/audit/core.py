@@ -140,19 +140,18 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None, precision=No
     changes. Nothing is installed outside the call: each layer's `call` is
     wrapped for the duration of the audit and restored afterwards.
 
-    Example:
-
-    >>> import keras, numpy as np
-    >>> from keras_stable.audit import audit
-    >>> inputs = keras.Input((3,))
-    >>> norm = keras.layers.Lambda(lambda t: keras.ops.sqrt(keras.ops.sum(t**2, axis=-1)), name="norm")
-    >>> model = keras.Model(inputs, norm(inputs))
-    >>> report = audit(model, np.array([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0]], "float32"), modes=["eager"])
-    >>> report.ok
-    False
-    >>> f = report.findings[0]
-    >>> f.layer, f.stage, f.trap
-    ('norm', 'gradient', 'norm_at_zero')
+    Examples:
+        >>> import keras, numpy as np
+        >>> from keras_stable.audit import audit
+        >>> inputs = keras.Input((3,))
+        >>> norm = keras.layers.Lambda(lambda t: keras.ops.sqrt(keras.ops.sum(t**2, axis=-1)), name="norm")
+        >>> model = keras.Model(inputs, norm(inputs))
+        >>> report = audit(model, np.array([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0]], "float32"), modes=["eager"])
+        >>> report.ok
+        False
+        >>> f = report.findings[0]
+        >>> f.layer, f.stage, f.trap
+        ('norm', 'gradient', 'norm_at_zero')
     """
     x, y = check_batch(model, x, y)
     loss_fn = resolve_loss(model, loss, y)

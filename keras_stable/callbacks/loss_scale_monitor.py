@@ -33,18 +33,17 @@ class LossScaleMonitor(keras.callbacks.Callback):
 
     Cost: two scalar reads per epoch and a Python counter per step.
 
-    Example:
-
-    >>> import keras, numpy as np
-    >>> from keras_stable.callbacks import LossScaleMonitor
-    >>> keras.config.set_dtype_policy("mixed_float16")
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    >>> keras.config.set_dtype_policy("float32")
-    >>> model.compile(optimizer="sgd", loss="mse")
-    >>> history = model.fit(np.ones((4, 2)), np.ones((4, 1)), verbose=0,
-    ...                     callbacks=[LossScaleMonitor(warn=False)])
-    >>> sorted(k for k in history.history if k != "loss")
-    ['loss_scale', 'skipped_steps']
+    Examples:
+        >>> import keras, numpy as np
+        >>> from keras_stable.callbacks import LossScaleMonitor
+        >>> keras.config.set_dtype_policy("mixed_float16")
+        >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        >>> keras.config.set_dtype_policy("float32")
+        >>> model.compile(optimizer="sgd", loss="mse")
+        >>> history = model.fit(np.ones((4, 2)), np.ones((4, 1)), verbose=0,
+        ...                     callbacks=[LossScaleMonitor(warn=False)])
+        >>> sorted(k for k in history.history if k != "loss")
+        ['loss_scale', 'skipped_steps']
     """
 
     def __init__(self, warn=True):

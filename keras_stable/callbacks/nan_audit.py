@@ -85,21 +85,20 @@ class NaNAudit(keras.callbacks.Callback):
     perceptron's. This is a debugging callback. The
     optimizer's state is not restored.
 
-    Example:
-
-    >>> import keras, numpy as np, tempfile
-    >>> from keras_stable.callbacks import NaNAudit
-    >>> x = np.array([[1e3, 0.0], [2e3, 1.0]], "float32")
-    >>> inputs = keras.Input((2,))
-    >>> probs = keras.layers.Lambda(
-    ...     lambda s: keras.ops.exp(s) / keras.ops.sum(keras.ops.exp(s), axis=-1, keepdims=True),
-    ...     name="hand_softmax")(inputs)
-    >>> model = keras.Model(inputs, keras.layers.Dense(1)(probs))
-    >>> model.compile(optimizer="sgd", loss="mse")
-    >>> callback = NaNAudit(tempfile.mkdtemp(), x, np.zeros((2, 1), "float32"), modes=["eager"], verbose=0)
-    >>> _ = model.fit(x, np.zeros((2, 1), "float32"), callbacks=[callback], verbose=0)
-    >>> callback.step, callback.report.findings[0].trap
-    (1, 'unshifted_softmax')
+    Examples:
+        >>> import keras, numpy as np, tempfile
+        >>> from keras_stable.callbacks import NaNAudit
+        >>> x = np.array([[1e3, 0.0], [2e3, 1.0]], "float32")
+        >>> inputs = keras.Input((2,))
+        >>> probs = keras.layers.Lambda(
+        ...     lambda s: keras.ops.exp(s) / keras.ops.sum(keras.ops.exp(s), axis=-1, keepdims=True),
+        ...     name="hand_softmax")(inputs)
+        >>> model = keras.Model(inputs, keras.layers.Dense(1)(probs))
+        >>> model.compile(optimizer="sgd", loss="mse")
+        >>> callback = NaNAudit(tempfile.mkdtemp(), x, np.zeros((2, 1), "float32"), modes=["eager"], verbose=0)
+        >>> _ = model.fit(x, np.zeros((2, 1), "float32"), callbacks=[callback], verbose=0)
+        >>> callback.step, callback.report.findings[0].trap
+        (1, 'unshifted_softmax')
     """
 
     def __init__(

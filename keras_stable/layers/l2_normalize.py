@@ -52,25 +52,24 @@ class L2Normalize(ShapePreservingLayer):
         entry and 0 elsewhere in its vector, with a zero gradient (as
         `keras_stable.ops.l2_normalize`); NaN gives NaN.
 
-    Example:
+    Examples:
+        Sequential, with a zero vector in the batch:
 
-    Sequential, with a zero vector in the batch:
+        >>> import keras
+        >>> import numpy as np
+        >>> from keras_stable.layers import L2Normalize
+        >>> model = keras.Sequential([keras.Input((2,)), L2Normalize()])
+        >>> np.asarray(keras.ops.convert_to_numpy(model(np.array([[3.0, 4.0], [0.0, 0.0]]))))
+        array([[0.6, 0.8],
+               [0. , 0. ]], dtype=float32)
 
-    >>> import keras
-    >>> import numpy as np
-    >>> from keras_stable.layers import L2Normalize
-    >>> model = keras.Sequential([keras.Input((2,)), L2Normalize()])
-    >>> np.asarray(keras.ops.convert_to_numpy(model(np.array([[3.0, 4.0], [0.0, 0.0]]))))
-    array([[0.6, 0.8],
-           [0. , 0. ]], dtype=float32)
+        Functional, under the `mixed_float16` policy:
 
-    Functional, under the `mixed_float16` policy:
-
-    >>> inputs = keras.Input((4,))
-    >>> unit = L2Normalize(dtype="mixed_float16")(inputs)
-    >>> model = keras.Model(inputs, unit)
-    >>> np.asarray(keras.ops.convert_to_numpy(model(np.full((1, 4), 300.0))))
-    array([[0.5, 0.5, 0.5, 0.5]], dtype=float16)
+        >>> inputs = keras.Input((4,))
+        >>> unit = L2Normalize(dtype="mixed_float16")(inputs)
+        >>> model = keras.Model(inputs, unit)
+        >>> np.asarray(keras.ops.convert_to_numpy(model(np.full((1, 4), 300.0))))
+        array([[0.5, 0.5, 0.5, 0.5]], dtype=float16)
     """
 
     def call(self, inputs, mask=None):

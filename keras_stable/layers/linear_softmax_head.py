@@ -152,22 +152,21 @@ class LinearSoftmaxHead(keras.layers.Layer):
         step does not grow with `vocab_size`. The added loss is the mean over
         the counted tokens (0, not NaN, when none is counted).
 
-    Example:
-
-    >>> import keras
-    >>> import numpy as np
-    >>> from keras_stable.layers import LinearSoftmaxHead
-    >>> tokens = keras.Input((5,), dtype="int32")
-    >>> labels = keras.Input((5,), dtype="int32")
-    >>> hidden = keras.layers.Embedding(50, 8)(tokens)
-    >>> head = LinearSoftmaxHead(50, chunk_size=16)
-    >>> train = keras.Model([tokens, labels], head(hidden, labels))
-    >>> train.compile(optimizer="sgd")
-    >>> x = np.arange(10).reshape(2, 5) % 50
-    >>> history = train.fit([x, (x + 1) % 50], epochs=2, verbose=0)
-    >>> predict = keras.Model(tokens, head(hidden))
-    >>> tuple(predict(x).shape)
-    (2, 5, 50)
+    Examples:
+        >>> import keras
+        >>> import numpy as np
+        >>> from keras_stable.layers import LinearSoftmaxHead
+        >>> tokens = keras.Input((5,), dtype="int32")
+        >>> labels = keras.Input((5,), dtype="int32")
+        >>> hidden = keras.layers.Embedding(50, 8)(tokens)
+        >>> head = LinearSoftmaxHead(50, chunk_size=16)
+        >>> train = keras.Model([tokens, labels], head(hidden, labels))
+        >>> train.compile(optimizer="sgd")
+        >>> x = np.arange(10).reshape(2, 5) % 50
+        >>> history = train.fit([x, (x + 1) % 50], epochs=2, verbose=0)
+        >>> predict = keras.Model(tokens, head(hidden))
+        >>> tuple(predict(x).shape)
+        (2, 5, 50)
     """
 
     def __init__(

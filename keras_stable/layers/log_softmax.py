@@ -51,35 +51,34 @@ class LogSoftmax(ShapePreservingLayer):
         the log-softmax over the remaining entries. A row with nothing left
         gives all `-inf` and a zero gradient.
 
-    Example:
+    Examples:
+        Sequential:
 
-    Sequential:
+        >>> import keras
+        >>> import numpy as np
+        >>> from keras_stable.layers import LogSoftmax
+        >>> model = keras.Sequential([keras.Input((3,)), LogSoftmax()])
+        >>> x = np.array([[0.0, 0.0, -np.inf], [100.0, 0.0, 0.0]], "float32")
+        >>> np.round(keras.ops.convert_to_numpy(model(x)), 4)
+        array([[  -0.6931,   -0.6931,      -inf],
+               [   0.    , -100.    , -100.    ]], dtype=float32)
 
-    >>> import keras
-    >>> import numpy as np
-    >>> from keras_stable.layers import LogSoftmax
-    >>> model = keras.Sequential([keras.Input((3,)), LogSoftmax()])
-    >>> x = np.array([[0.0, 0.0, -np.inf], [100.0, 0.0, 0.0]], "float32")
-    >>> np.round(keras.ops.convert_to_numpy(model(x)), 4)
-    array([[  -0.6931,   -0.6931,      -inf],
-           [   0.    , -100.    , -100.    ]], dtype=float32)
+        Functional, after `Embedding(mask_zero=True)`: the `(batch, time)` mask
+        leaves the per-step log-softmax unchanged and is passed on, so a
+        sequence loss can skip the padded step:
 
-    Functional, after `Embedding(mask_zero=True)`: the `(batch, time)` mask
-    leaves the per-step log-softmax unchanged and is passed on, so a
-    sequence loss can skip the padded step:
-
-    >>> tokens = keras.Input((3,), dtype="int32")
-    >>> hidden = keras.layers.Embedding(5, 4, mask_zero=True)(tokens)
-    >>> layer = LogSoftmax()
-    >>> model = keras.Model(tokens, layer(hidden))
-    >>> out = keras.ops.convert_to_numpy(model(np.array([[1, 2, 0]])))
-    >>> out.shape, bool(np.isfinite(out).all())
-    ((1, 3, 4), True)
-    >>> step_mask = np.array([[True, True, False]])
-    >>> layer.compute_mask(out, step_mask) is step_mask
-    True
-    >>> print(layer.compute_mask(out, np.ones((1, 3, 4), bool)))
-    None
+        >>> tokens = keras.Input((3,), dtype="int32")
+        >>> hidden = keras.layers.Embedding(5, 4, mask_zero=True)(tokens)
+        >>> layer = LogSoftmax()
+        >>> model = keras.Model(tokens, layer(hidden))
+        >>> out = keras.ops.convert_to_numpy(model(np.array([[1, 2, 0]])))
+        >>> out.shape, bool(np.isfinite(out).all())
+        ((1, 3, 4), True)
+        >>> step_mask = np.array([[True, True, False]])
+        >>> layer.compute_mask(out, step_mask) is step_mask
+        True
+        >>> print(layer.compute_mask(out, np.ones((1, 3, 4), bool)))
+        None
     """
 
     def call(self, inputs, mask=None):

@@ -56,25 +56,24 @@ class SafeNorm(AxisLayer):
         inputs are not autocast first. An infinite entry gives `inf` with a
         zero gradient; NaN gives NaN.
 
-    Example:
+    Examples:
+        Sequential, with a zero vector in the batch:
 
-    Sequential, with a zero vector in the batch:
+        >>> import keras
+        >>> import numpy as np
+        >>> from keras_stable.layers import SafeNorm
+        >>> model = keras.Sequential([keras.Input((2,)), SafeNorm()])
+        >>> np.asarray(keras.ops.convert_to_numpy(model(np.array([[3.0, 4.0], [0.0, 0.0]]))))
+        array([5., 0.], dtype=float32)
 
-    >>> import keras
-    >>> import numpy as np
-    >>> from keras_stable.layers import SafeNorm
-    >>> model = keras.Sequential([keras.Input((2,)), SafeNorm()])
-    >>> np.asarray(keras.ops.convert_to_numpy(model(np.array([[3.0, 4.0], [0.0, 0.0]]))))
-    array([5., 0.], dtype=float32)
+        Functional, under the `float16` policy, where a plain norm overflows:
 
-    Functional, under the `float16` policy, where a plain norm overflows:
-
-    >>> inputs = keras.Input((4,))
-    >>> norms = SafeNorm(keepdims=True, dtype="float16")(inputs)
-    >>> model = keras.Model(inputs, norms)
-    >>> y = model(np.full((1, 4), 300.0, "float32"))
-    >>> np.asarray(keras.ops.convert_to_numpy(y))
-    array([[600.]], dtype=float16)
+        >>> inputs = keras.Input((4,))
+        >>> norms = SafeNorm(keepdims=True, dtype="float16")(inputs)
+        >>> model = keras.Model(inputs, norms)
+        >>> y = model(np.full((1, 4), 300.0, "float32"))
+        >>> np.asarray(keras.ops.convert_to_numpy(y))
+        array([[600.]], dtype=float16)
     """
 
     def __init__(self, axis=-1, keepdims=False, **kwargs):

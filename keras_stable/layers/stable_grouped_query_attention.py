@@ -68,26 +68,25 @@ class StableGroupedQueryAttention(keras.layers.GroupQueryAttention):
         masked input does not make the projections warn that they drop its
         mask.
 
-    Example:
+    Examples:
+        >>> import keras
+        >>> import numpy as np
+        >>> from keras_stable.layers import StableGroupedQueryAttention
+        >>> tokens = np.array([[0, 0, 1, 2]])  # left padding
+        >>> x = keras.layers.Embedding(3, 8, mask_zero=True)(tokens)
+        >>> layer = StableGroupedQueryAttention(
+        ...     head_dim=4, num_query_heads=4, num_key_value_heads=2
+        ... )
+        >>> out, scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
+        >>> tuple(out.shape), tuple(scores.shape)
+        ((1, 4, 8), (1, 4, 4, 4))
+        >>> keras.ops.convert_to_numpy(scores)[0, 0, :2]  # the padded rows
+        array([[0., 0., 0., 0.],
+               [0., 0., 0., 0.]], dtype=float32)
 
-    >>> import keras
-    >>> import numpy as np
-    >>> from keras_stable.layers import StableGroupedQueryAttention
-    >>> tokens = np.array([[0, 0, 1, 2]])  # left padding
-    >>> x = keras.layers.Embedding(3, 8, mask_zero=True)(tokens)
-    >>> layer = StableGroupedQueryAttention(
-    ...     head_dim=4, num_query_heads=4, num_key_value_heads=2
-    ... )
-    >>> out, scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
-    >>> tuple(out.shape), tuple(scores.shape)
-    ((1, 4, 8), (1, 4, 4, 4))
-    >>> keras.ops.convert_to_numpy(scores)[0, 0, :2]  # the padded rows
-    array([[0., 0., 0., 0.],
-           [0., 0., 0., 0.]], dtype=float32)
-
-    References:
-        Ainslie et al., 2023, "GQA: Training Generalized Multi-Query
-        Transformer Models from Multi-Head Checkpoints".
+        References:
+            Ainslie et al., 2023, "GQA: Training Generalized Multi-Query
+            Transformer Models from Multi-Head Checkpoints".
     """
 
     def build(self, query_shape, value_shape, key_shape=None):

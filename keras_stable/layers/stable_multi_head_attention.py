@@ -65,28 +65,27 @@ class StableMultiHeadAttention(keras.layers.MultiHeadAttention):
         are returned in the compute dtype. Dropout is applied to the float32
         probabilities, with the layer's seed generator as in Keras.
 
-    Example:
+    Examples:
+        A padded query position and a padded key, under a causal mask:
 
-    A padded query position and a padded key, under a causal mask:
+        >>> import keras
+        >>> import numpy as np
+        >>> from keras_stable.layers import StableMultiHeadAttention
+        >>> tokens = np.array([[0, 3, 1, 2]])  # left padding: position 0
+        >>> x = keras.layers.Embedding(4, 8, mask_zero=True)(tokens)
+        >>> layer = StableMultiHeadAttention(num_heads=2, key_dim=4)
+        >>> out, scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
+        >>> tuple(out.shape), tuple(scores.shape)
+        ((1, 4, 8), (1, 2, 4, 4))
+        >>> keras.ops.convert_to_numpy(scores)[0, 0, 0]  # the padded row
+        array([0., 0., 0., 0.], dtype=float32)
+        >>> bool(np.isfinite(keras.ops.convert_to_numpy(out)).all())
+        True
 
-    >>> import keras
-    >>> import numpy as np
-    >>> from keras_stable.layers import StableMultiHeadAttention
-    >>> tokens = np.array([[0, 3, 1, 2]])  # left padding: position 0
-    >>> x = keras.layers.Embedding(4, 8, mask_zero=True)(tokens)
-    >>> layer = StableMultiHeadAttention(num_heads=2, key_dim=4)
-    >>> out, scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
-    >>> tuple(out.shape), tuple(scores.shape)
-    ((1, 4, 8), (1, 2, 4, 4))
-    >>> keras.ops.convert_to_numpy(scores)[0, 0, 0]  # the padded row
-    array([0., 0., 0., 0.], dtype=float32)
-    >>> bool(np.isfinite(keras.ops.convert_to_numpy(out)).all())
-    True
-
-    References:
-        Vaswani et al., 2017, "Attention Is All You Need"; the fully masked
-        row convention of FlashAttention and PyTorch's
-        `scaled_dot_product_attention` (output 0, zero gradient).
+        References:
+            Vaswani et al., 2017, "Attention Is All You Need"; the fully masked
+            row convention of FlashAttention and PyTorch's
+            `scaled_dot_product_attention` (output 0, zero gradient).
     """
 
     def _compute_attention(

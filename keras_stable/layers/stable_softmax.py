@@ -53,31 +53,30 @@ class StableSoftmax(ShapePreservingLayer):
         dimensions instead of being broadcast against the feature axis,
         and a class mask is not handed on to the loss as sample weights.
 
-    Example:
+    Examples:
+        Sequential, on logits that overflow a hand-written softmax:
 
-    Sequential, on logits that overflow a hand-written softmax:
+        >>> import keras
+        >>> import numpy as np
+        >>> from keras_stable.layers import StableSoftmax
+        >>> model = keras.Sequential([keras.Input((3,)), StableSoftmax()])
+        >>> x = np.array([[1000.0, 999.0, 0.0], [-np.inf, -np.inf, -np.inf]])
+        >>> np.round(keras.ops.convert_to_numpy(model(x)), 6)
+        array([[0.731059, 0.268941, 0.      ],
+               [0.      , 0.      , 0.      ]], dtype=float32)
 
-    >>> import keras
-    >>> import numpy as np
-    >>> from keras_stable.layers import StableSoftmax
-    >>> model = keras.Sequential([keras.Input((3,)), StableSoftmax()])
-    >>> x = np.array([[1000.0, 999.0, 0.0], [-np.inf, -np.inf, -np.inf]])
-    >>> np.round(keras.ops.convert_to_numpy(model(x)), 6)
-    array([[0.731059, 0.268941, 0.      ],
-           [0.      , 0.      , 0.      ]], dtype=float32)
+        Functional, with an explicit class mask (consumed) and a fully masked
+        row (zeros, not NaN):
 
-    Functional, with an explicit class mask (consumed) and a fully masked
-    row (zeros, not NaN):
-
-    >>> logits = keras.Input((3,))
-    >>> classes = keras.Input((3,), dtype="bool")
-    >>> probs = StableSoftmax()(logits, mask=classes)
-    >>> model = keras.Model([logits, classes], probs)
-    >>> x = np.array([[1.0, 1.0, 5.0], [1.0, 2.0, 3.0]], "float32")
-    >>> m = np.array([[True, True, False], [False, False, False]])
-    >>> np.round(keras.ops.convert_to_numpy(model([x, m])), 6)
-    array([[0.5, 0.5, 0. ],
-           [0. , 0. , 0. ]], dtype=float32)
+        >>> logits = keras.Input((3,))
+        >>> classes = keras.Input((3,), dtype="bool")
+        >>> probs = StableSoftmax()(logits, mask=classes)
+        >>> model = keras.Model([logits, classes], probs)
+        >>> x = np.array([[1.0, 1.0, 5.0], [1.0, 2.0, 3.0]], "float32")
+        >>> m = np.array([[True, True, False], [False, False, False]])
+        >>> np.round(keras.ops.convert_to_numpy(model([x, m])), 6)
+        array([[0.5, 0.5, 0. ],
+               [0. , 0. , 0. ]], dtype=float32)
     """
 
     def call(self, inputs, mask=None):

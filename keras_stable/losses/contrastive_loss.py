@@ -49,17 +49,16 @@ class ContrastiveLoss(StableLoss):
         `keras_stable.ops.safe_norm(a - b, axis=-1)` (0 with a zero
         gradient) or `keras_stable.layers.SafeNorm`. Computed in float32.
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.ContrastiveLoss(margin=1.0, reduction="none")
+        >>> np.asarray(loss(np.array([1, 0, 0]), np.array([0.5, 0.5, 2.0], "float32")))
+        array([0.25, 0.25, 0.  ], dtype=float32)
 
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.ContrastiveLoss(margin=1.0, reduction="none")
-    >>> np.asarray(loss(np.array([1, 0, 0]), np.array([0.5, 0.5, 2.0], "float32")))
-    array([0.25, 0.25, 0.  ], dtype=float32)
-
-    References:
-        Hadsell, Chopra and LeCun, Dimensionality Reduction by Learning an
-        Invariant Mapping (2006).
+        References:
+            Hadsell, Chopra and LeCun, Dimensionality Reduction by Learning an
+            Invariant Mapping (2006).
     """
 
     args = (Arg("margin", 1.0, check_margin), Arg("similar_label", 1, check_similar_label))

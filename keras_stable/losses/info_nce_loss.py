@@ -48,18 +48,17 @@ class InfoNCELoss(BatchLevelLoss):
         similarity 0 to everything and a finite gradient
         (`keras_stable.ops.l2_normalize`).
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.InfoNCELoss(temperature=1.0)
+        >>> views = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]], "float32")
+        >>> round(float(loss(np.zeros(2), views)), 6)  # log(1 + 2 / e)
+        0.551445
 
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.InfoNCELoss(temperature=1.0)
-    >>> views = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]], "float32")
-    >>> round(float(loss(np.zeros(2), views)), 6)  # log(1 + 2 / e)
-    0.551445
-
-    References:
-        Chen et al., SimCLR (2020), arXiv:2002.05709; van den Oord et al.,
-        CPC (2018), arXiv:1807.03748.
+        References:
+            Chen et al., SimCLR (2020), arXiv:2002.05709; van den Oord et al.,
+            CPC (2018), arXiv:1807.03748.
     """
 
     args = (Arg("temperature", 0.1, check_temperature),)

@@ -50,15 +50,14 @@ class MaskedHuber(StableLoss):
         The gradient is `e` clipped to `[-delta, delta]`. Computed in
         float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.MaskedHuber(delta=1.0, reduction="none")
-    >>> y_true = np.array([[0.5, np.nan], [np.nan, np.nan], [3.0, 0.0]], "float32")
-    >>> y_pred = np.zeros((3, 2), "float32")
-    >>> np.asarray(loss(y_true, y_pred))
-    array([0.125, 0.   , 1.25 ], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.MaskedHuber(delta=1.0, reduction="none")
+        >>> y_true = np.array([[0.5, np.nan], [np.nan, np.nan], [3.0, 0.0]], "float32")
+        >>> y_pred = np.zeros((3, 2), "float32")
+        >>> np.asarray(loss(y_true, y_pred))
+        array([0.125, 0.   , 1.25 ], dtype=float32)
     """
 
     args = (Arg("delta", 1.0, functools.partial(check_positive, name="delta")),)

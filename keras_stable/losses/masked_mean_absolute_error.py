@@ -42,15 +42,14 @@ class MaskedMeanAbsoluteError(StableLoss):
         missing gives 0 with a zero gradient (no `0 / 0`). The gradient at
         a zero error is 0, as in Keras. Computed in float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.MaskedMeanAbsoluteError(reduction="none")
-    >>> y_true = np.array([[1.0, np.nan], [np.nan, np.nan], [2.0, -4.0]], "float32")
-    >>> y_pred = np.zeros((3, 2), "float32")
-    >>> np.asarray(loss(y_true, y_pred))
-    array([1., 0., 3.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.MaskedMeanAbsoluteError(reduction="none")
+        >>> y_true = np.array([[1.0, np.nan], [np.nan, np.nan], [2.0, -4.0]], "float32")
+        >>> y_pred = np.zeros((3, 2), "float32")
+        >>> np.asarray(loss(y_true, y_pred))
+        array([1., 0., 3.], dtype=float32)
     """
 
     def losses_and_valid(self, y_true, y_pred):

@@ -44,15 +44,14 @@ class MaskedMeanSquaredError(StableLoss):
         batch with no observed label gives 0. Computed in float32, also
         for float16 predictions.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.MaskedMeanSquaredError()
-    >>> y_true = np.array([[1.0, np.nan], [np.nan, np.nan], [2.0, 4.0]], "float32")
-    >>> y_pred = np.zeros((3, 2), "float32")
-    >>> print(float(loss(y_true, y_pred)))  # (1 + 10) / 2 examples with a label
-    5.5
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.MaskedMeanSquaredError()
+        >>> y_true = np.array([[1.0, np.nan], [np.nan, np.nan], [2.0, 4.0]], "float32")
+        >>> y_pred = np.zeros((3, 2), "float32")
+        >>> print(float(loss(y_true, y_pred)))  # (1 + 10) / 2 examples with a label
+        5.5
     """
 
     def losses_and_valid(self, y_true, y_pred):

@@ -204,18 +204,17 @@ class MaskedMultiTaskDistance(StableLoss):
         epsilon biases the value. Computed in float32 (also for float16
         predictions), returned in the loss dtype.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.MaskedMultiTaskDistance(per="task")
-    >>> y_true = np.array([[3.0, np.nan], [4.0, 1.0]], "float32")
-    >>> y_pred = np.zeros((2, 2), "float32")
-    >>> print(float(loss(y_true, y_pred)))  # (5 + 1) / 2 active tasks
-    3.0
-    >>> mask = np.array([[1.0, 0.0], [1.0, 0.0]], "float32")
-    >>> print(float(loss(y_true, y_pred, sample_weight=mask)))  # 1 active
-    5.0
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.MaskedMultiTaskDistance(per="task")
+        >>> y_true = np.array([[3.0, np.nan], [4.0, 1.0]], "float32")
+        >>> y_pred = np.zeros((2, 2), "float32")
+        >>> print(float(loss(y_true, y_pred)))  # (5 + 1) / 2 active tasks
+        3.0
+        >>> mask = np.array([[1.0, 0.0], [1.0, 0.0]], "float32")
+        >>> print(float(loss(y_true, y_pred, sample_weight=mask)))  # 1 active
+        5.0
     """
 
     args = (

@@ -50,15 +50,14 @@ class StableCosineSimilarity(StableLoss):
         Computed in float32, so float16 vectors with entries around 300
         (whose squares overflow float16) are exact too.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.StableCosineSimilarity(reduction="none")
-    >>> y_true = np.array([[0.0, 1.0], [1.0, 1.0], [1.0, 1.0]], "float32")
-    >>> y_pred = np.array([[0.0, 0.0], [1.0, 1.0], [-1.0, -1.0]], "float32")
-    >>> np.round(np.asarray(loss(y_true, y_pred)), 6)
-    array([ 0., -1.,  1.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.StableCosineSimilarity(reduction="none")
+        >>> y_true = np.array([[0.0, 1.0], [1.0, 1.0], [1.0, 1.0]], "float32")
+        >>> y_pred = np.array([[0.0, 0.0], [1.0, 1.0], [-1.0, -1.0]], "float32")
+        >>> np.round(np.asarray(loss(y_true, y_pred)), 6)
+        array([ 0., -1.,  1.], dtype=float32)
     """
 
     args = (AXIS,)

@@ -82,15 +82,14 @@ class StableCTC(StableLoss):
         gradient on torch; here 0 with an exactly zero gradient. An empty
         label over no frames is 0.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> logits = np.zeros((2, 2, 3), "float32")
-    >>> labels = np.array([[1, 2], [1, 1]], "int32")  # [1, 1] needs 3 frames
-    >>> loss = keras_stable.losses.StableCTC(reduction="none")
-    >>> tuple(round(float(v), 5) for v in loss(labels, logits))
-    (2.19722, 0.0)
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> logits = np.zeros((2, 2, 3), "float32")
+        >>> labels = np.array([[1, 2], [1, 1]], "int32")  # [1, 1] needs 3 frames
+        >>> loss = keras_stable.losses.StableCTC(reduction="none")
+        >>> tuple(round(float(v), 5) for v in loss(labels, logits))
+        (2.19722, 0.0)
     """
 
     def __init__(

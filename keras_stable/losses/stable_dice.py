@@ -37,13 +37,12 @@ class StableDice(StableLoss):
         images without a lesion). Finite gradients on all of `[0, 1]`;
         half precision is computed in float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> empty = np.zeros((2, 4), "float32")
-    >>> float(keras_stable.losses.StableDice(axis=1)(empty, empty))  # Keras: 1.0
-    0.0
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> empty = np.zeros((2, 4), "float32")
+        >>> float(keras_stable.losses.StableDice(axis=1)(empty, empty))  # Keras: 1.0
+        0.0
     """
 
     def __init__(self, reduction="sum_over_batch_size", name="stable_dice", axis=None, dtype=None):

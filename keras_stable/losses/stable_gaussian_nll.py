@@ -59,15 +59,14 @@ class StableGaussianNLL(StableLoss):
         `keras_stable.ops.gaussian_nll`). Computed in float32, also for
         float16 predictions.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.StableGaussianNLL(reduction="none")
-    >>> y_true = np.array([0.0, 2.0], "float32")
-    >>> y_pred = np.array([[0.0, -100.0], [0.0, 0.0]], "float32")  # (mean, log_var)
-    >>> np.asarray(loss(y_true, y_pred))
-    array([-50.,   2.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.StableGaussianNLL(reduction="none")
+        >>> y_true = np.array([0.0, 2.0], "float32")
+        >>> y_pred = np.array([[0.0, -100.0], [0.0, 0.0]], "float32")  # (mean, log_var)
+        >>> np.asarray(loss(y_true, y_pred))
+        array([-50.,   2.], dtype=float32)
     """
 
     args = (flag("full", False),)

@@ -54,15 +54,14 @@ class StableKLDivergence(LogitsLoss):
         output are used where the backend exposes them (TensorFlow, torch).
         A negative label gives NaN.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.StableKLDivergence()
-    >>> y_true = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]], "float32")
-    >>> y_pred = np.array([[0.0, 30.0, -30.0], [0.0, 0.0, -np.inf]], "float32")
-    >>> print(float(loss(y_true, y_pred)))
-    15.0
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.StableKLDivergence()
+        >>> y_true = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]], "float32")
+        >>> y_pred = np.array([[0.0, 30.0, -30.0], [0.0, 0.0, -np.inf]], "float32")
+        >>> print(float(loss(y_true, y_pred)))
+        15.0
     """
 
     args = (FROM_LOGITS, AXIS)

@@ -55,15 +55,14 @@ class StablePoisson(StableLoss):
         1, where Keras reports a finite loss and a gradient of
         `1 - y_true / 1e-7` (-5e6 in the mean of two).
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.StablePoisson()
-    >>> y_true = np.array([[1.0, 0.0]], "float32")
-    >>> log_rate = np.array([[-20.0, -2.0]], "float32")
-    >>> print(f"{float(loss(y_true, log_rate)):.5f}")  # Keras on exp(log_rate): 8.11662
-    10.06767
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.StablePoisson()
+        >>> y_true = np.array([[1.0, 0.0]], "float32")
+        >>> log_rate = np.array([[-20.0, -2.0]], "float32")
+        >>> print(f"{float(loss(y_true, log_rate)):.5f}")  # Keras on exp(log_rate): 8.11662
+        10.06767
     """
 
     args = (flag("log_input", True), flag("full", False))

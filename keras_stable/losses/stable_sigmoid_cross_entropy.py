@@ -118,18 +118,17 @@ class StableSigmoidCrossEntropy(LogitsLoss):
         torch). An infinite logit gives `inf` or NaN, as in the functional
         twin.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.StableSigmoidCrossEntropy()
-    >>> y_true = np.array([[0.0, 1.0]], "float32")
-    >>> y_pred = np.array([[100.0, 1e4]], "float32")
-    >>> print(float(loss(y_true, y_pred)))
-    50.0
-    >>> y_true = np.array([[1.0, np.nan], [np.nan, np.nan]], "float32")
-    >>> print(f"{float(loss(y_true, np.zeros((2, 2), 'float32'))):.4f}")  # log(2): one label
-    0.6931
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.StableSigmoidCrossEntropy()
+        >>> y_true = np.array([[0.0, 1.0]], "float32")
+        >>> y_pred = np.array([[100.0, 1e4]], "float32")
+        >>> print(float(loss(y_true, y_pred)))
+        50.0
+        >>> y_true = np.array([[1.0, np.nan], [np.nan, np.nan]], "float32")
+        >>> print(f"{float(loss(y_true, np.zeros((2, 2), 'float32'))):.4f}")  # log(2): one label
+        0.6931
     """
 
     activation = "sigmoid"

@@ -76,15 +76,14 @@ class StableSigmoidFocalCrossEntropy(LogitsLoss):
         gradient, where Keras's loss is NaN even under a `sample_weight`
         of 0 (on torch it raises).
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.StableSigmoidFocalCrossEntropy(gamma=2.0)
-    >>> y_true = np.array([[1.0, 1.0], [0.0, 1.0]], "float32")
-    >>> y_pred = np.array([[-30.0, 100.0], [0.0, 2.0]], "float32")
-    >>> print(f"{float(loss(y_true, y_pred)):.4f}")
-    7.5438
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.StableSigmoidFocalCrossEntropy(gamma=2.0)
+        >>> y_true = np.array([[1.0, 1.0], [0.0, 1.0]], "float32")
+        >>> y_pred = np.array([[-30.0, 100.0], [0.0, 2.0]], "float32")
+        >>> print(f"{float(loss(y_true, y_pred)):.4f}")
+        7.5438
     """
 
     activation = "sigmoid"

@@ -57,15 +57,14 @@ class StableSoftmaxCrossEntropy(LogitsLoss):
         An example whose weight is 0 contributes exactly 0 even when its
         loss is `inf`.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.StableSoftmaxCrossEntropy()
-    >>> y_true = np.array([[1.0, 0.0, 0.0]], "float32")
-    >>> y_pred = np.array([[2.0, -np.inf, 0.0]], "float32")
-    >>> print(f"{float(loss(y_true, y_pred)):.6f}")
-    0.126928
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.StableSoftmaxCrossEntropy()
+        >>> y_true = np.array([[1.0, 0.0, 0.0]], "float32")
+        >>> y_pred = np.array([[2.0, -np.inf, 0.0]], "float32")
+        >>> print(f"{float(loss(y_true, y_pred)):.6f}")
+        0.126928
     """
 
     args = (FROM_LOGITS, LABEL_SMOOTHING, AXIS)

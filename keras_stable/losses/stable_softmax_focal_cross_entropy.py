@@ -69,15 +69,14 @@ class StableSoftmaxFocalCrossEntropy(LogitsLoss):
         unit of label), and the logits of a softmax output are used where
         the backend exposes them (TensorFlow, torch).
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.StableSoftmaxFocalCrossEntropy(alpha=0.25)
-    >>> y_true = np.array([[1.0, 0.0, 0.0]], "float32")
-    >>> y_pred = np.array([[0.0, 30.0, -30.0]], "float32")
-    >>> print(float(loss(y_true, y_pred)))
-    7.5
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.StableSoftmaxFocalCrossEntropy(alpha=0.25)
+        >>> y_true = np.array([[1.0, 0.0, 0.0]], "float32")
+        >>> y_pred = np.array([[0.0, 30.0, -30.0]], "float32")
+        >>> print(float(loss(y_true, y_pred)))
+        7.5
     """
 
     args = (FROM_LOGITS, GAMMA, CLASS_ALPHA, LABEL_SMOOTHING, AXIS)

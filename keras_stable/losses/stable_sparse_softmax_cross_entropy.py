@@ -62,16 +62,15 @@ class StableSparseSoftmaxCrossEntropy(LogitsLoss):
         never the silent loss of a wrapped index. Ignored examples get a
         zero gradient.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.StableSparseSoftmaxCrossEntropy(ignore_class=-1)
-    >>> y_pred = np.array([[2.0, -np.inf, 0.0], [1.0, 2.0, 3.0]], "float32")
-    >>> print(f"{float(loss(np.array([0, -1]), y_pred)):.6f}")
-    0.126928
-    >>> print(float(loss(np.array([-1, -1]), y_pred)))
-    0.0
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.StableSparseSoftmaxCrossEntropy(ignore_class=-1)
+        >>> y_pred = np.array([[2.0, -np.inf, 0.0], [1.0, 2.0, 3.0]], "float32")
+        >>> print(f"{float(loss(np.array([0, -1]), y_pred)):.6f}")
+        0.126928
+        >>> print(float(loss(np.array([-1, -1]), y_pred)))
+        0.0
     """
 
     args = (FROM_LOGITS, Arg("ignore_class", None, check_ignore_class), AXIS)

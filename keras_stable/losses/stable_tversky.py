@@ -41,15 +41,14 @@ class StableTversky(StableLoss):
         beta=b)` is its `Tversky(alpha=b, beta=a)`, as its docstring and
         the paper define them.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> y_true = np.array([[1.0, 1.0, 0.0, 0.0]], "float32")
-    >>> y_pred = np.array([[1.0, 0.0, 1.0, 1.0]], "float32")  # TP 1, FP 2, FN 1
-    >>> loss = keras_stable.losses.StableTversky(alpha=0.25, beta=1.0, axis=1)
-    >>> round(float(loss(y_true, y_pred)), 5)
-    0.6
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> y_true = np.array([[1.0, 1.0, 0.0, 0.0]], "float32")
+        >>> y_pred = np.array([[1.0, 0.0, 1.0, 1.0]], "float32")  # TP 1, FP 2, FN 1
+        >>> loss = keras_stable.losses.StableTversky(alpha=0.25, beta=1.0, axis=1)
+        >>> round(float(loss(y_true, y_pred)), 5)
+        0.6
     """
 
     def __init__(

@@ -54,19 +54,18 @@ class TripletHardLoss(BatchLevelLoss):
         own positive (`d(a, p*) = 0`), and gives `margin` for a batch with
         a single label. Computed in float32, with static shapes.
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.TripletHardLoss(margin=1.0)
+        >>> labels = np.array([0, 0, 1], "int32")
+        >>> embeddings = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]], "float32")
+        >>> float(loss(labels, embeddings))  # anchors 0: 5-5+1, 1: 5-0+1
+        3.5
 
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.TripletHardLoss(margin=1.0)
-    >>> labels = np.array([0, 0, 1], "int32")
-    >>> embeddings = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]], "float32")
-    >>> float(loss(labels, embeddings))  # anchors 0: 5-5+1, 1: 5-0+1
-    3.5
-
-    References:
-        Hermans et al., In Defense of the Triplet Loss for Person
-        Re-Identification (2017), arXiv:1703.07737.
+        References:
+            Hermans et al., In Defense of the Triplet Loss for Person
+            Re-Identification (2017), arXiv:1703.07737.
     """
 
     args = (

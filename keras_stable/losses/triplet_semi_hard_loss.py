@@ -60,18 +60,17 @@ class TripletSemiHardLoss(BatchLevelLoss):
         (memory `O(batch**2)`, gradient included) where TF Addons builds a
         `[batch, batch, batch]` mask.
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> loss = keras_stable.losses.TripletSemiHardLoss(margin=1.0)
+        >>> labels = np.array([0, 0, 1], "int32")
+        >>> embeddings = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]], "float32")
+        >>> float(loss(labels, embeddings))  # pairs (0, 1): 5-5+1, (1, 0): 5-0+1
+        3.5
 
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> loss = keras_stable.losses.TripletSemiHardLoss(margin=1.0)
-    >>> labels = np.array([0, 0, 1], "int32")
-    >>> embeddings = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]], "float32")
-    >>> float(loss(labels, embeddings))  # pairs (0, 1): 5-5+1, (1, 0): 5-0+1
-    3.5
-
-    References:
-        Schroff et al., FaceNet (2015), arXiv:1503.03832.
+        References:
+            Schroff et al., FaceNet (2015), arXiv:1503.03832.
     """
 
     args = (

@@ -32,15 +32,14 @@ class MaskedHuber(LossMeanMetric):
         Computed in float32. Before any update, or with no label seen, the
         result is 0.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> m = keras_stable.metrics.MaskedHuber(delta=1.0)
-    >>> m.update_state(np.array([[0.5, np.nan]], "float32"), np.zeros((1, 2), "float32"))
-    >>> m.update_state(np.array([[np.nan, np.nan], [3.0, 0.0]], "float32"), np.zeros((2, 2), "float32"))
-    >>> print(float(m.result()))  # (0.125 + 1.25) / 2 examples with a label
-    0.6875
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> m = keras_stable.metrics.MaskedHuber(delta=1.0)
+        >>> m.update_state(np.array([[0.5, np.nan]], "float32"), np.zeros((1, 2), "float32"))
+        >>> m.update_state(np.array([[np.nan, np.nan], [3.0, 0.0]], "float32"), np.zeros((2, 2), "float32"))
+        >>> print(float(m.result()))  # (0.125 + 1.25) / 2 examples with a label
+        0.6875
     """
 
     loss_class = losses.MaskedHuber

@@ -32,15 +32,14 @@ class MaskedMeanAbsoluteError(LossMeanMetric):
         NaN label on. Computed in float32. Before any update, or with no
         label seen, the result is 0.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> m = keras_stable.metrics.MaskedMeanAbsoluteError()
-    >>> m.update_state(np.array([[1.0, np.nan]], "float32"), np.zeros((1, 2), "float32"))
-    >>> m.update_state(np.array([[np.nan, np.nan], [2.0, -4.0]], "float32"), np.zeros((2, 2), "float32"))
-    >>> print(float(m.result()))  # (1 + 3) / 2 examples with a label
-    2.0
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> m = keras_stable.metrics.MaskedMeanAbsoluteError()
+        >>> m.update_state(np.array([[1.0, np.nan]], "float32"), np.zeros((1, 2), "float32"))
+        >>> m.update_state(np.array([[np.nan, np.nan], [2.0, -4.0]], "float32"), np.zeros((2, 2), "float32"))
+        >>> print(float(m.result()))  # (1 + 3) / 2 examples with a label
+        2.0
     """
 
     loss_class = losses.MaskedMeanAbsoluteError

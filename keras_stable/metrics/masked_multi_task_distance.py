@@ -50,15 +50,14 @@ class MaskedMultiTaskDistance(keras.metrics.Metric):
         distances use `safe_norm`/`safe_sqrt`, everything is computed in
         float32. With nothing active the result is 0.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> m = keras_stable.metrics.MaskedMultiTaskDistance(per="task")
-    >>> m.update_state(np.array([[3.0, np.nan]], "float32"), np.zeros((1, 2), "float32"))
-    >>> m.update_state(np.array([[4.0, 2.0]], "float32"), np.zeros((1, 2), "float32"))
-    >>> print(float(m.result()))  # (sqrt(3**2 + 4**2) + 2) / 2
-    3.5
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> m = keras_stable.metrics.MaskedMultiTaskDistance(per="task")
+        >>> m.update_state(np.array([[3.0, np.nan]], "float32"), np.zeros((1, 2), "float32"))
+        >>> m.update_state(np.array([[4.0, 2.0]], "float32"), np.zeros((1, 2), "float32"))
+        >>> print(float(m.result()))  # (sqrt(3**2 + 4**2) + 2) / 2
+        3.5
     """
 
     def __init__(

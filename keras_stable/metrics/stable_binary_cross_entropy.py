@@ -36,14 +36,13 @@ class StableBinaryCrossEntropy(LossMeanMetric):
         where); Keras's metric is NaN from the first such batch on. Before
         any update the result is 0.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> m = keras_stable.metrics.StableBinaryCrossEntropy()
-    >>> m.update_state(np.array([[0.0, 1.0]], "float32"), np.array([[100.0, 1e4]], "float32"))
-    >>> print(float(m.result()))
-    50.0
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> m = keras_stable.metrics.StableBinaryCrossEntropy()
+        >>> m.update_state(np.array([[0.0, 1.0]], "float32"), np.array([[100.0, 1e4]], "float32"))
+        >>> print(float(m.result()))
+        50.0
     """
 
     loss_class = StableSigmoidCrossEntropy

@@ -32,15 +32,14 @@ class StableCrossEntropy(LossMeanMetric):
         with weight 0 contributes exactly 0, even when its loss is `inf`.
         Before any update the result is 0.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> m = keras_stable.metrics.StableCrossEntropy()
-    >>> m.update_state(np.array([[1.0, 0.0]], "float32"), np.array([[0.0, -np.inf]], "float32"))
-    >>> m.update_state(np.array([[0.0, 1.0]], "float32"), np.array([[0.0, 0.0]], "float32"))
-    >>> print(f"{float(m.result()):.6f}")  # (0 + log 2) / 2
-    0.346574
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> m = keras_stable.metrics.StableCrossEntropy()
+        >>> m.update_state(np.array([[1.0, 0.0]], "float32"), np.array([[0.0, -np.inf]], "float32"))
+        >>> m.update_state(np.array([[0.0, 1.0]], "float32"), np.array([[0.0, 0.0]], "float32"))
+        >>> print(f"{float(m.result()):.6f}")  # (0 + log 2) / 2
+        0.346574
     """
 
     loss_class = StableSoftmaxCrossEntropy

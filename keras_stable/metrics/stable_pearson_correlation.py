@@ -61,17 +61,16 @@ class StablePearsonCorrelation(keras.metrics.Metric):
         clipped to [-1, 1]. Computed in float32 (half-precision inputs
         are cast exactly). Before any update the result is 0.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> m = keras_stable.metrics.StablePearsonCorrelation(axis=0)
-    >>> m.update_state(np.array([1.0, 2.0], "float32"), np.array([1.0, 1.0], "float32"))
-    >>> float(m.result())  # constant predictions: Keras gives NaN
-    0.0
-    >>> m.update_state(np.array([3.0, 4.0], "float32"), np.array([2.0, 4.0], "float32"))
-    >>> round(float(m.result()), 6)  # over [1, 2, 3, 4] and [1, 1, 2, 4]
-    0.912871
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> m = keras_stable.metrics.StablePearsonCorrelation(axis=0)
+        >>> m.update_state(np.array([1.0, 2.0], "float32"), np.array([1.0, 1.0], "float32"))
+        >>> float(m.result())  # constant predictions: Keras gives NaN
+        0.0
+        >>> m.update_state(np.array([3.0, 4.0], "float32"), np.array([2.0, 4.0], "float32"))
+        >>> round(float(m.result()), 6)  # over [1, 2, 3, 4] and [1, 1, 2, 4]
+        0.912871
     """
 
     def __init__(self, name="stable_pearson_correlation", dtype=None, axis=-1):

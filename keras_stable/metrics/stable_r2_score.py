@@ -66,19 +66,18 @@ class StableR2Score(keras.metrics.Metric):
         counts every element of `y_true`, `batch * outputs`). Computed in
         float32. Before any update the result is 0.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> m = keras_stable.metrics.StableR2Score()
-    >>> y = np.array([[2.0], [2.0], [2.0]], "float32")
-    >>> m.update_state(y, y)
-    >>> float(m.result())  # constant target, perfect prediction: Keras NaN
-    1.0
-    >>> m.reset_state()
-    >>> m.update_state(np.array([[1.0], [4.0], [3.0]], "float32"), np.array([[2.0], [4.0], [4.0]], "float32"))
-    >>> round(float(m.result()), 6)
-    0.571429
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> m = keras_stable.metrics.StableR2Score()
+        >>> y = np.array([[2.0], [2.0], [2.0]], "float32")
+        >>> m.update_state(y, y)
+        >>> float(m.result())  # constant target, perfect prediction: Keras NaN
+        1.0
+        >>> m.reset_state()
+        >>> m.update_state(np.array([[1.0], [4.0], [3.0]], "float32"), np.array([[2.0], [4.0], [4.0]], "float32"))
+        >>> round(float(m.result()), 6)
+        0.571429
     """
 
     def __init__(

@@ -32,16 +32,15 @@ class StableSparseCrossEntropy(LossMeanMetric):
         a `-inf` logit gives `+inf`, an out-of-range label NaN. Before any
         update, or when every label so far was ignored, the result is 0.
 
-    Example:
-
-    >>> import numpy as np
-    >>> import keras_stable
-    >>> m = keras_stable.metrics.StableSparseCrossEntropy(ignore_class=-1)
-    >>> logits = np.array([[0.0, 0.0], [5.0, 1.0]], "float32")
-    >>> m.update_state(np.array([1, -1]), logits)
-    >>> m.update_state(np.array([-1, -1]), logits)
-    >>> print(f"{float(m.result()):.6f}")  # log 2, over the one counted label
-    0.693147
+    Examples:
+        >>> import numpy as np
+        >>> import keras_stable
+        >>> m = keras_stable.metrics.StableSparseCrossEntropy(ignore_class=-1)
+        >>> logits = np.array([[0.0, 0.0], [5.0, 1.0]], "float32")
+        >>> m.update_state(np.array([1, -1]), logits)
+        >>> m.update_state(np.array([-1, -1]), logits)
+        >>> print(f"{float(m.result()):.6f}")  # log 2, over the one counted label
+        0.693147
     """
 
     loss_class = StableSparseSoftmaxCrossEntropy

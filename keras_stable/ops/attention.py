@@ -243,21 +243,20 @@ def dot_product_attention(
         saved log-sum-exp (FlashAttention-2), so no `(B, N, T, S)` tensor
         exists in either pass.
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> q = np.ones((1, 2, 1, 2), "float32")
+        >>> k = np.ones((1, 3, 1, 2), "float32")
+        >>> v = np.arange(6, dtype="float32").reshape(1, 3, 1, 2)
+        >>> mask = np.array([[True, True, False], [False, False, False]])
+        >>> np.asarray(ops.dot_product_attention(q, k, v, mask=mask))[0, :, 0]
+        array([[1., 2.],
+               [0., 0.]], dtype=float32)
 
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> q = np.ones((1, 2, 1, 2), "float32")
-    >>> k = np.ones((1, 3, 1, 2), "float32")
-    >>> v = np.arange(6, dtype="float32").reshape(1, 3, 1, 2)
-    >>> mask = np.array([[True, True, False], [False, False, False]])
-    >>> np.asarray(ops.dot_product_attention(q, k, v, mask=mask))[0, :, 0]
-    array([[1., 2.],
-           [0., 0.]], dtype=float32)
-
-    References:
-        Dao, "FlashAttention-2: Faster Attention with Better Parallelism
-        and Work Partitioning", 2023.
+        References:
+            Dao, "FlashAttention-2: Faster Attention with Better Parallelism
+            and Work Partitioning", 2023.
     """
     del flash_attention  # parity only: our own path decides.
     query = ops.convert_to_tensor(query)

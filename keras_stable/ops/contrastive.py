@@ -56,16 +56,15 @@ def contrastive_loss(labels, distances, margin=1.0, *, similar_label=1):
         gradient) rather than `keras.ops.norm` or `tf.norm`.
         float16/bfloat16 are computed in float32.
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> np.asarray(ops.contrastive_loss(np.array([1, 0, 0]), np.array([0.5, 0.5, 2.0], "float32")))
+        array([0.25, 0.25, 0.  ], dtype=float32)
 
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> np.asarray(ops.contrastive_loss(np.array([1, 0, 0]), np.array([0.5, 0.5, 2.0], "float32")))
-    array([0.25, 0.25, 0.  ], dtype=float32)
-
-    References:
-        Hadsell, Chopra and LeCun, Dimensionality Reduction by Learning an
-        Invariant Mapping (2006); TF Addons, `tfa.losses.contrastive_loss`.
+        References:
+            Hadsell, Chopra and LeCun, Dimensionality Reduction by Learning an
+            Invariant Mapping (2006); TF Addons, `tfa.losses.contrastive_loss`.
     """
     margin = check_margin(margin)
     similar_label = check_similar_label(similar_label)
@@ -167,19 +166,18 @@ def info_nce_loss(views, temperature=0.1):
         float16/bfloat16 are computed in float32. A batch of one pair gives
         0 (its only candidate is the partner).
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> views = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]], "float32")
+        >>> round(float(ops.info_nce_loss(views, temperature=1.0)), 6)
+        0.551445
 
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> views = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]], "float32")
-    >>> round(float(ops.info_nce_loss(views, temperature=1.0)), 6)
-    0.551445
-
-    References:
-        Chen et al., A Simple Framework for Contrastive Learning of Visual
-        Representations (SimCLR, 2020), arXiv:2002.05709; van den Oord et
-        al., Representation Learning with Contrastive Predictive Coding
-        (2018), arXiv:1807.03748.
+        References:
+            Chen et al., A Simple Framework for Contrastive Learning of Visual
+            Representations (SimCLR, 2020), arXiv:2002.05709; van den Oord et
+            al., Representation Learning with Contrastive Predictive Coding
+            (2018), arXiv:1807.03748.
     """
     views_t = ops.convert_to_tensor(views)
     values, _ = info_nce_terms(views_t, temperature)

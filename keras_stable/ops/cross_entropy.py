@@ -66,14 +66,13 @@ def softmax_cross_entropy(
         (not `+inf`) with a zero gradient with respect to that probability,
         and never a NaN or inf gradient. No epsilon clip.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([[1.0, 0.0, 0.0]], "float32")
-    >>> logits = np.array([[2.0, -np.inf, 0.0]], "float32")
-    >>> np.round(np.asarray(ops.softmax_cross_entropy(labels, logits)), 6)
-    array([0.126928], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([[1.0, 0.0, 0.0]], "float32")
+        >>> logits = np.array([[2.0, -np.inf, 0.0]], "float32")
+        >>> np.round(np.asarray(ops.softmax_cross_entropy(labels, logits)), 6)
+        array([0.126928], dtype=float32)
     """
     label_smoothing = check_label_smoothing(label_smoothing)
     warn_if_probabilities(logits, from_logits, "softmax_cross_entropy")
@@ -147,13 +146,12 @@ def sparse_softmax_cross_entropy(
         never the silent finite value of a clamped or wrapped index (a
         compiled gather cannot raise).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> logits = np.array([[2.0, -np.inf, 0.0], [1.0, 2.0, 3.0]], "float32")
-    >>> np.round(np.asarray(ops.sparse_softmax_cross_entropy(np.array([0, -1]), logits, ignore_class=-1)), 6)
-    array([0.126928, 0.      ], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> logits = np.array([[2.0, -np.inf, 0.0], [1.0, 2.0, 3.0]], "float32")
+        >>> np.round(np.asarray(ops.sparse_softmax_cross_entropy(np.array([0, -1]), logits, ignore_class=-1)), 6)
+        array([0.126928, 0.      ], dtype=float32)
     """
     labels = ops.convert_to_tensor(labels)
     if not dtype_of(labels).startswith(("int", "uint")):
@@ -235,12 +233,11 @@ def sigmoid_cross_entropy(labels, logits, from_logits=True):
         float32) and saturated below it: `p = 0` with label 1 gives 87.34
         (not `+inf`) with a zero gradient, never a NaN or inf gradient.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> np.asarray(ops.sigmoid_cross_entropy(np.array([0.0, 1.0], "float32"), np.array([100.0, 1e4], "float32")))
-    array([100.,   0.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> np.asarray(ops.sigmoid_cross_entropy(np.array([0.0, 1.0], "float32"), np.array([100.0, 1e4], "float32")))
+        array([100.,   0.], dtype=float32)
     """
     warn_if_probabilities(logits, from_logits, "sigmoid_cross_entropy")
     labels = ops.convert_to_tensor(labels)

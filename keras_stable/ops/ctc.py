@@ -214,16 +214,15 @@ def ctc_loss(target, output, target_length, output_length, mask_index=0, *, zero
         Keras loss goes negative). Lengths given as host data are checked
         (`ValueError`); tensor lengths are not read.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> logits = np.zeros((2, 2, 3), "float32")  # uniform over 3 classes
-    >>> target = np.array([[1, 2], [1, 1]], "int32")  # [1, 1] needs 3 frames
-    >>> lengths = np.array([2, 2], "int32")
-    >>> loss = ops.ctc_loss(target, logits, lengths, lengths)
-    >>> [round(float(v), 5) for v in loss]  # -log(1/9), and 0
-    [2.19722, 0.0]
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> logits = np.zeros((2, 2, 3), "float32")  # uniform over 3 classes
+        >>> target = np.array([[1, 2], [1, 1]], "int32")  # [1, 1] needs 3 frames
+        >>> lengths = np.array([2, 2], "int32")
+        >>> loss = ops.ctc_loss(target, logits, lengths, lengths)
+        >>> [round(float(v), 5) for v in loss]  # -log(1/9), and 0
+        [2.19722, 0.0]
     """
     zero_infinity = check_bool(zero_infinity, "zero_infinity")
     target = ops.convert_to_tensor(target)

@@ -48,14 +48,13 @@ def masked_task_distance(y_true, y_pred, mask=None, axis=-1, squared=False):
         0/0 = NaN, with no epsilon in the value. float16/bfloat16 are
         computed in float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> y_true = np.array([[3.0, np.nan, 1.0]], "float32")
-    >>> y_pred = np.array([[0.0, 5.0, 5.0]], "float32")
-    >>> np.asarray(ops.masked_task_distance(y_true, y_pred, mask=[True, True, False]))
-    array([3.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> y_true = np.array([[3.0, np.nan, 1.0]], "float32")
+        >>> y_pred = np.array([[0.0, 5.0, 5.0]], "float32")
+        >>> np.asarray(ops.masked_task_distance(y_true, y_pred, mask=[True, True, False]))
+        array([3.], dtype=float32)
     """
     y_true = ops.convert_to_tensor(y_true)
     y_pred = ops.convert_to_tensor(y_pred)

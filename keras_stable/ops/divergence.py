@@ -49,14 +49,13 @@ def kl_divergence(labels, logits, axis=-1, mask=None, from_logits=True):
         divergence. An example with no class left gives 0. A negative or NaN
         label gives NaN. Half precision is computed in float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]], "float32")
-    >>> logits = np.array([[0.0, 30.0, -30.0], [0.0, 0.0, -np.inf]], "float32")
-    >>> np.round(np.asarray(ops.kl_divergence(labels, logits)), 6)
-    array([30.,  0.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]], "float32")
+        >>> logits = np.array([[0.0, 30.0, -30.0], [0.0, 0.0, -np.inf]], "float32")
+        >>> np.round(np.asarray(ops.kl_divergence(labels, logits)), 6)
+        array([30.,  0.], dtype=float32)
     """
     warn_if_probabilities(logits, from_logits, "kl_divergence")
     logits, out_dtype = softmax_scores(logits, from_logits, axis)

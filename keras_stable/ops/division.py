@@ -27,12 +27,11 @@ def safe_divide(x, y):
         quotient's. float16/bfloat16 are computed in float32. NaN in `x` or a
         nonzero `y` propagates; `y = NaN` gives NaN.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> np.asarray(ops.safe_divide(np.array([1.0, 1.0], "float32"), np.array([4.0, 0.0], "float32")))
-    array([0.25, 0.  ], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> np.asarray(ops.safe_divide(np.array([1.0, 1.0], "float32"), np.array([4.0, 0.0], "float32")))
+        array([0.25, 0.  ], dtype=float32)
     """
     x = ops.convert_to_tensor(x)
     y = ops.convert_to_tensor(y)

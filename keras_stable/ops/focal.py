@@ -115,14 +115,13 @@ def sigmoid_focal_cross_entropy(labels, logits, gamma=2.0, alpha=None, from_logi
         precision is computed in float32. Labels outside [0, 1] give NaN; an
         infinite logit gives `inf` or NaN.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([1.0, 1.0, 0.0], "float32")
-    >>> logits = np.array([-30.0, 100.0, 0.0], "float32")
-    >>> np.round(np.asarray(ops.sigmoid_focal_cross_entropy(labels, logits)), 6)
-    array([30.      ,  0.      ,  0.173287], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([1.0, 1.0, 0.0], "float32")
+        >>> logits = np.array([-30.0, 100.0, 0.0], "float32")
+        >>> np.round(np.asarray(ops.sigmoid_focal_cross_entropy(labels, logits)), 6)
+        array([30.      ,  0.      ,  0.173287], dtype=float32)
     """
     gamma = check_gamma(gamma)
     alpha = check_alpha(alpha)
@@ -247,14 +246,13 @@ def softmax_focal_cross_entropy(
         gives `+inf`. An example with no class left gives 0. Half precision
         is computed in float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([[1.0, 0.0, 0.0]], "float32")
-    >>> logits = np.array([[0.0, 30.0, -30.0]], "float32")
-    >>> np.asarray(ops.softmax_focal_cross_entropy(labels, logits, alpha=0.25))
-    array([7.5], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([[1.0, 0.0, 0.0]], "float32")
+        >>> logits = np.array([[0.0, 30.0, -30.0]], "float32")
+        >>> np.asarray(ops.softmax_focal_cross_entropy(labels, logits, alpha=0.25))
+        array([7.5], dtype=float32)
     """
     gamma = check_gamma(gamma)
     alpha = check_alpha(alpha, per_class=True)

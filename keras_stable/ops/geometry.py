@@ -91,17 +91,16 @@ def pairwise_distance(x, y=None, squared=False):
         its own row (or column) of the output, an infinite entry `inf` or
         NaN; gradients are only promised for finite inputs.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> x = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]], "float32")
-    >>> np.asarray(ops.pairwise_distance(x))
-    array([[0., 5., 5.],
-           [5., 0., 0.],
-           [5., 0., 0.]], dtype=float32)
-    >>> np.asarray(ops.pairwise_distance(x[:1], x, squared=True))
-    array([[ 0., 25., 25.]], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> x = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]], "float32")
+        >>> np.asarray(ops.pairwise_distance(x))
+        array([[0., 5., 5.],
+               [5., 0., 0.],
+               [5., 0., 0.]], dtype=float32)
+        >>> np.asarray(ops.pairwise_distance(x[:1], x, squared=True))
+        array([[ 0., 25., 25.]], dtype=float32)
     """
     squared = check_bool(squared, "squared")
     x = ops.convert_to_tensor(x)
@@ -172,13 +171,12 @@ def safe_std(x, axis=None, keepdims=False):
         float16/bfloat16 are computed in float32. NaN gives NaN; an
         infinite entry gives NaN.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> x = np.array([[1.0, 3.0], [2.0, 2.0]], "float32")
-    >>> np.asarray(ops.safe_std(x, axis=1))
-    array([1., 0.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> x = np.array([[1.0, 3.0], [2.0, 2.0]], "float32")
+        >>> np.asarray(ops.safe_std(x, axis=1))
+        array([1., 0.], dtype=float32)
     """
     x, out_dtype = to_compute(x)
     axes = check_axis(axis, len(static_shape(x)), multiple=True)

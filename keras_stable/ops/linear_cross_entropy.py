@@ -159,15 +159,14 @@ def linear_softmax_cross_entropy(
         label smoothing, a `-inf` class gives `+inf` (the target puts mass
         on it), as Keras's smoothed cross-entropy would.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> h = np.array([[1.0, 0.0], [0.0, 2.0]], "float32")
-    >>> w = np.array([[1.0, 0.0, -1.0], [0.0, 1.0, 0.0]], "float32")
-    >>> loss = ops.linear_softmax_cross_entropy(h, w, np.array([0, -1]), chunk_size=2, ignore_class=-1)
-    >>> np.round(np.asarray(loss), 6)
-    array([0.407606, 0.      ], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> h = np.array([[1.0, 0.0], [0.0, 2.0]], "float32")
+        >>> w = np.array([[1.0, 0.0, -1.0], [0.0, 1.0, 0.0]], "float32")
+        >>> loss = ops.linear_softmax_cross_entropy(h, w, np.array([0, -1]), chunk_size=2, ignore_class=-1)
+        >>> np.round(np.asarray(loss), 6)
+        array([0.407606, 0.      ], dtype=float32)
     """
     hidden = ops.convert_to_tensor(hidden)
     kernel = ops.convert_to_tensor(kernel)

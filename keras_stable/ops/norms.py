@@ -84,12 +84,11 @@ def safe_sqrt(x):
         computed in float32 and returned in the input dtype. `+inf` gives
         `inf` (gradient 0); NaN gives NaN.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> np.asarray(ops.safe_sqrt(np.array([4.0, 0.0, -1e-9], "float32")))
-    array([2., 0., 0.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> np.asarray(ops.safe_sqrt(np.array([4.0, 0.0, -1e-9], "float32")))
+        array([2., 0., 0.], dtype=float32)
     """
     x, out_dtype = to_compute(x)
     positive = ops.greater(x, 0)
@@ -226,23 +225,22 @@ def safe_norm(x, axis=None, keepdims=False, ord=None):
         bound as an entry nears 0: an entry some 30 orders of magnitude
         below the largest (float32) can get a gradient that overflows.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> float(ops.safe_norm(np.array([3.0, 4.0], "float32")))
-    5.0
-    >>> float(ops.safe_norm(np.zeros(4, "float32")))
-    0.0
-    >>> float(ops.safe_norm(np.full(4, 300.0, "float16")))
-    600.0
-    >>> x = np.array([3.0, -4.0, 0.0], "float32")
-    >>> tuple(float(ops.safe_norm(x, ord=o)) for o in (1, np.inf, -np.inf, 0))
-    (7.0, 4.0, 0.0, 2.0)
-    >>> round(float(ops.safe_norm(x, ord=3)), 5)
-    4.49794
-    >>> float(ops.safe_norm(np.ones((2, 2), "float32"), axis=(0, 1), ord="fro"))
-    2.0
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> float(ops.safe_norm(np.array([3.0, 4.0], "float32")))
+        5.0
+        >>> float(ops.safe_norm(np.zeros(4, "float32")))
+        0.0
+        >>> float(ops.safe_norm(np.full(4, 300.0, "float16")))
+        600.0
+        >>> x = np.array([3.0, -4.0, 0.0], "float32")
+        >>> tuple(float(ops.safe_norm(x, ord=o)) for o in (1, np.inf, -np.inf, 0))
+        (7.0, 4.0, 0.0, 2.0)
+        >>> round(float(ops.safe_norm(x, ord=3)), 5)
+        4.49794
+        >>> float(ops.safe_norm(np.ones((2, 2), "float32"), axis=(0, 1), ord="fro"))
+        2.0
     """
     x, out_dtype = to_compute(x)
     axes = check_axis(axis, len(static_shape(x)), multiple=True)
@@ -315,18 +313,17 @@ def l2_normalize(x, axis=-1, order=2, epsilon=None):
         gradient `(g - u * sum(g * u)) / ||x||`), which also normalises a
         vector whose norm overflows float32 (3e38 * [1, 1]) exactly.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> np.asarray(ops.l2_normalize(np.array([[3.0, 4.0], [0.0, 0.0]], "float32")))
-    array([[0.6, 0.8],
-           [0. , 0. ]], dtype=float32)
-    >>> np.asarray(ops.l2_normalize(np.array([[3.0, -1.0], [0.0, 0.0]], "float32"), order=1))
-    array([[ 0.75, -0.25],
-           [ 0.  ,  0.  ]], dtype=float32)
-    >>> np.asarray(ops.l2_normalize(np.array([3e-6, 4e-6], "float32"), epsilon=1e-5))
-    array([0.3, 0.4], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> np.asarray(ops.l2_normalize(np.array([[3.0, 4.0], [0.0, 0.0]], "float32")))
+        array([[0.6, 0.8],
+               [0. , 0. ]], dtype=float32)
+        >>> np.asarray(ops.l2_normalize(np.array([[3.0, -1.0], [0.0, 0.0]], "float32"), order=1))
+        array([[ 0.75, -0.25],
+               [ 0.  ,  0.  ]], dtype=float32)
+        >>> np.asarray(ops.l2_normalize(np.array([3e-6, 4e-6], "float32"), epsilon=1e-5))
+        array([0.3, 0.4], dtype=float32)
     """
     x, out_dtype = to_compute(x)
     axes = check_axis(axis, len(static_shape(x)), multiple=True)
@@ -382,14 +379,13 @@ def cosine_similarity(x1, x2, axis=-1):
         vector or one with an infinite entry; an infinite entry makes the
         value NaN.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> a = np.array([[1.0, 0.0], [1.0, 1.0]], "float32")
-    >>> b = np.array([[0.0, 0.0], [2.0, 2.0]], "float32")
-    >>> np.round(np.asarray(ops.cosine_similarity(a, b)), 6)
-    array([0., 1.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> a = np.array([[1.0, 0.0], [1.0, 1.0]], "float32")
+        >>> b = np.array([[0.0, 0.0], [2.0, 2.0]], "float32")
+        >>> np.round(np.asarray(ops.cosine_similarity(a, b)), 6)
+        array([0., 1.], dtype=float32)
     """
     x1 = ops.convert_to_tensor(x1)
     x2 = ops.convert_to_tensor(x2)

@@ -87,16 +87,15 @@ def poisson_nll(labels, log_rate, full=False, log_input=True):
         `-inf` is read the same way. float16/bfloat16 are computed in
         float32 (`exp` overflows float16 past 11). Negative rates give NaN.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([1.0, 0.0, 3.0], "float32")
-    >>> log_rate = np.array([-20.0, -2.0, 1.0], "float32")
-    >>> np.round(np.asarray(ops.poisson_nll(labels, log_rate)), 5)
-    array([20.     ,  0.13534, -0.28172], dtype=float32)
-    >>> np.asarray(ops.poisson_nll(labels, np.array([0.0, 0.0, 1.0], "float32"), log_input=False))
-    array([inf,  0.,  1.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([1.0, 0.0, 3.0], "float32")
+        >>> log_rate = np.array([-20.0, -2.0, 1.0], "float32")
+        >>> np.round(np.asarray(ops.poisson_nll(labels, log_rate)), 5)
+        array([20.     ,  0.13534, -0.28172], dtype=float32)
+        >>> np.asarray(ops.poisson_nll(labels, np.array([0.0, 0.0, 1.0], "float32"), log_input=False))
+        array([inf,  0.,  1.], dtype=float32)
     """
     check_bool(full, "full")
     check_bool(log_input, "log_input")
@@ -189,15 +188,14 @@ def gaussian_nll(labels, mean, log_variance, full=False):
         variance of `exp(-100)` is itself the problem there. float16 and
         bfloat16 are computed in float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([0.0, 1e20, 1.0], "float32")
-    >>> mean = np.zeros(3, "float32")
-    >>> log_variance = np.array([-100.0, 100.0, 0.0], "float32")
-    >>> np.asarray(ops.gaussian_nll(labels, mean, log_variance))
-    array([-50.      ,  50.000187,   0.5     ], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([0.0, 1e20, 1.0], "float32")
+        >>> mean = np.zeros(3, "float32")
+        >>> log_variance = np.array([-100.0, 100.0, 0.0], "float32")
+        >>> np.asarray(ops.gaussian_nll(labels, mean, log_variance))
+        array([-50.      ,  50.000187,   0.5     ], dtype=float32)
     """
     check_bool(full, "full")
     labels = ops.convert_to_tensor(labels)
@@ -263,13 +261,12 @@ def masked_squared_error(labels, predictions):
         float16/bfloat16 are computed in float32 (an error of 300 squares to
         90000, above float16's maximum).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([1.0, np.nan, -1.0], "float32")
-    >>> np.asarray(ops.masked_squared_error(labels, np.zeros(3, "float32")))
-    array([1., 0., 1.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([1.0, np.nan, -1.0], "float32")
+        >>> np.asarray(ops.masked_squared_error(labels, np.zeros(3, "float32")))
+        array([1., 0., 1.], dtype=float32)
     """
     error, out_dtype = _observed_error(labels, predictions)
     return ops.cast(ops.square(error), out_dtype)
@@ -290,13 +287,12 @@ def masked_absolute_error(labels, predictions):
         where). The gradient at a zero error is 0 on every backend (JAX's
         `abs` gives 1 there). float16/bfloat16 are computed in float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([1.0, np.nan, -2.0], "float32")
-    >>> np.asarray(ops.masked_absolute_error(labels, np.zeros(3, "float32")))
-    array([1., 0., 2.], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([1.0, np.nan, -2.0], "float32")
+        >>> np.asarray(ops.masked_absolute_error(labels, np.zeros(3, "float32")))
+        array([1., 0., 2.], dtype=float32)
     """
     error, out_dtype = _observed_error(labels, predictions)
     # |e| as e * sign(e): the gradient at e = 0 is 0 on every backend
@@ -325,13 +321,12 @@ def masked_huber(labels, predictions, delta=1.0):
         where). The gradient is `e` clipped to `[-delta, delta]`. float16 and
         bfloat16 are computed in float32.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([0.5, np.nan, 3.0], "float32")
-    >>> np.asarray(ops.masked_huber(labels, np.zeros(3, "float32")))
-    array([0.125, 0.   , 2.5  ], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([0.5, np.nan, 3.0], "float32")
+        >>> np.asarray(ops.masked_huber(labels, np.zeros(3, "float32")))
+        array([0.125, 0.   , 2.5  ], dtype=float32)
     """
     delta = check_positive(delta, "delta")
     error, out_dtype = _observed_error(labels, predictions)

@@ -100,17 +100,16 @@ def logsumexp(x, axis=None, keepdims=False, mask=None):
         NaN (also next to a `+inf` entry). The gradient is a fused kernel
         (`g * softmax`, kept from the forward pass's shift and sum).
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> x = np.array([[1000.0, 1000.0], [-np.inf, -np.inf]], "float32")
-    >>> np.asarray(ops.logsumexp(x, axis=-1))
-    array([1000.6932,      -inf], dtype=float32)
-    >>> float(ops.logsumexp(x))  # axis=None: over all entries
-    1000.693
-    >>> np.asarray(ops.logsumexp(np.zeros((2, 3, 4), "float32"), axis=(0, 2)))
-    array([2.0794415, 2.0794415, 2.0794415], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> x = np.array([[1000.0, 1000.0], [-np.inf, -np.inf]], "float32")
+        >>> np.asarray(ops.logsumexp(x, axis=-1))
+        array([1000.6932,      -inf], dtype=float32)
+        >>> float(ops.logsumexp(x))  # axis=None: over all entries
+        1000.693
+        >>> np.asarray(ops.logsumexp(np.zeros((2, 3, 4), "float32"), axis=(0, 2)))
+        array([2.0794415, 2.0794415, 2.0794415], dtype=float32)
     """
     x, out_dtype, axis, mask, added = _prepare(x, axis, mask)
     if _kernels.kernels_enabled():
@@ -173,18 +172,17 @@ def softmax(x, axis=-1, mask=None):
         included); a row with a NaN logit has a NaN gradient. Unlike
         `keras.ops.softmax`, a softmax over a size-1 axis does not warn.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> x = np.array([[1000.0, 999.0, 0.0], [-np.inf, -np.inf, -np.inf]], "float32")
-    >>> np.round(np.asarray(ops.softmax(x)), 6)
-    array([[0.731059, 0.268941, 0.      ],
-           [0.      , 0.      , 0.      ]], dtype=float32)
-    >>> p = np.array([[1.0, 2.0], [3.0, 4.0]], "float32") / 10
-    >>> np.round(np.asarray(ops.softmax(np.log(p), axis=(0, 1))), 6)
-    array([[0.1, 0.2],
-           [0.3, 0.4]], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> x = np.array([[1000.0, 999.0, 0.0], [-np.inf, -np.inf, -np.inf]], "float32")
+        >>> np.round(np.asarray(ops.softmax(x)), 6)
+        array([[0.731059, 0.268941, 0.      ],
+               [0.      , 0.      , 0.      ]], dtype=float32)
+        >>> p = np.array([[1.0, 2.0], [3.0, 4.0]], "float32") / 10
+        >>> np.round(np.asarray(ops.softmax(np.log(p), axis=(0, 1))), 6)
+        array([[0.1, 0.2],
+               [0.3, 0.4]], dtype=float32)
     """
     x, out_dtype, axis, mask, added = _prepare(x, axis, mask)
     if _kernels.kernels_enabled():
@@ -234,16 +232,15 @@ def log_softmax(x, axis=-1, mask=None):
         gradient. The gradient is a fused kernel, `g - softmax * sum(g)`
         over the entries whose value is not `-inf`, from the output alone.
 
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> x = np.array([0.0, 0.0, -np.inf], "float32")
-    >>> np.asarray(ops.log_softmax(x))
-    array([-0.6931472, -0.6931472,       -inf], dtype=float32)
-    >>> np.asarray(ops.log_softmax(np.zeros((2, 2), "float32"), axis=None))
-    array([[-1.3862944, -1.3862944],
-           [-1.3862944, -1.3862944]], dtype=float32)
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> x = np.array([0.0, 0.0, -np.inf], "float32")
+        >>> np.asarray(ops.log_softmax(x))
+        array([-0.6931472, -0.6931472,       -inf], dtype=float32)
+        >>> np.asarray(ops.log_softmax(np.zeros((2, 2), "float32"), axis=None))
+        array([[-1.3862944, -1.3862944],
+               [-1.3862944, -1.3862944]], dtype=float32)
     """
     x, out_dtype, axis, mask, added = _prepare(x, axis, mask)
     if _kernels.kernels_enabled():

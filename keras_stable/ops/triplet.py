@@ -265,18 +265,17 @@ def triplet_semihard_loss(labels, embeddings, margin=1.0, distance_metric="L2"):
         anchor's distances are sorted once, where TF Addons builds an
         `O(batch**3)` mask.
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([0, 0], "int32")
+        >>> embeddings = np.array([[0.0, 1.0], [1.0, 0.0]], "float32")
+        >>> round(float(ops.triplet_semihard_loss(labels, embeddings)), 6)
+        0.0
 
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([0, 0], "int32")
-    >>> embeddings = np.array([[0.0, 1.0], [1.0, 0.0]], "float32")
-    >>> round(float(ops.triplet_semihard_loss(labels, embeddings)), 6)
-    0.0
-
-    References:
-        Schroff et al., FaceNet (2015), arXiv:1503.03832; TF Addons,
-        `tfa.losses.triplet_semihard_loss`.
+        References:
+            Schroff et al., FaceNet (2015), arXiv:1503.03832; TF Addons,
+            `tfa.losses.triplet_semihard_loss`.
     """
     values, valid = semihard_triplet_terms(labels, embeddings, margin, distance_metric)
     return _mean_over_valid(values, valid, ops.convert_to_tensor(embeddings))
@@ -310,19 +309,18 @@ def triplet_hard_loss(labels, embeddings, margin=1.0, soft=False, distance_metri
         own positive (`d(a, p*) = 0`), and gives `margin` for a batch with
         a single label.
 
-    Example:
+    Examples:
+        >>> import numpy as np
+        >>> from keras_stable import ops
+        >>> labels = np.array([0, 0, 1], "int32")
+        >>> embeddings = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]], "float32")
+        >>> float(ops.triplet_hard_loss(labels, embeddings))
+        3.5
 
-    >>> import numpy as np
-    >>> from keras_stable import ops
-    >>> labels = np.array([0, 0, 1], "int32")
-    >>> embeddings = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0]], "float32")
-    >>> float(ops.triplet_hard_loss(labels, embeddings))
-    3.5
-
-    References:
-        Hermans et al., In Defense of the Triplet Loss for Person
-        Re-Identification (2017), arXiv:1703.07737; TF Addons,
-        `tfa.losses.triplet_hard_loss`.
+        References:
+            Hermans et al., In Defense of the Triplet Loss for Person
+            Re-Identification (2017), arXiv:1703.07737; TF Addons,
+            `tfa.losses.triplet_hard_loss`.
     """
     values, valid = hard_triplet_terms(labels, embeddings, margin, soft, distance_metric)
     return _mean_over_valid(values, valid, ops.convert_to_tensor(embeddings))
