@@ -18,11 +18,23 @@ A query row with no allowed key is given every key (so no kernel meets an
 empty softmax) and its output is filled with 0, which drops its upstream
 gradient: output 0, and exactly 0 in every gradient, as our kernels.
 
-Both are `torch.autograd.Function`s; when autograd differentiates their
-backward again (`create_graph=True`: a gradient penalty), the backward
-recomputes the attention with plain differentiable torch ops instead
-(torch's fused kernel has no second derivative), materialising the logits.
+Both are `torch.autograd.Function`s in the `forward` + `setup_context`
+style, so that `torch.func` transforms take them. Their first-order
+backward runs torch's kernel (the fused attention's own backward, kept
+from the forward and retained, so that `retain_graph=True` allows another)
+or the kept probabilities. Where that cannot serve, the backward is
+`_Attention.gradients`: the same formulas by plain differentiable torch
+ops, the probabilities recomputed in blocks of query rows. That is when
+autograd differentiates the backward again (`create_graph=True`: a
+gradient penalty; torch's fused kernel has no second derivative), and
+under `torch.func` (`grad` differentiates with `create_graph=True`; a
+`vmap` of the backward meets batched tensors, which torch's kernels and
+in-place updates do not take). Under `vmap` the forward folds the mapped
+dimension into the batch and runs unchanged (`_vmap_rule`): torch's fused
+kernel has no batching rule on the CPU.
 """
+
+import copy
 
 import torch
 
@@ -32,6 +44,12 @@ _NEG_INF = float("-inf")
 # float32): at (8, 512, 8, 64) on the CPU, blocks of 128 rows ran 1.04-1.06x
 # torch's fused kernel (forward + backward), the whole tensor at once 1.7x.
 BLOCK_LOGITS = 2**22
+
+
+def _transformed():
+    """Whether a `torch.func` transform (`grad`, `vmap`...) is running
+    (the check `torch.autograd.Function.apply` makes)."""
+    return torch._C._are_functorch_transforms_active()
 
 
 def _usable(q, key, bias, cap):
@@ -52,9 +70,20 @@ def _heads(x):
 
 
 def _rows(x, start, size):
-    """Query rows `[start, start + size)` of a rank-4 mask or bias (all of
-    it when it broadcasts along the rows)."""
-    return x if x.shape[2] == 1 else x[:, :, start : start + size]
+    """Query rows `[start, start + size)` of a rank-4 tensor (all of it
+    when it broadcasts along the rows, or is that block: the older `vmap`
+    of `gradcheck`'s batched gradients has no rule for a whole slice)."""
+    whole = x.shape[2] == 1 or (start == 0 and size >= x.shape[2])
+    return x if whole else x[:, :, start : start + size]
+
+
+def _block_rows(heads, rows, keys):
+    """Query rows per block: about `BLOCK_LOGITS` logits."""
+    return max(1, min(rows, BLOCK_LOGITS // max(1, heads * keys)))
+
+
+def _plus(total, term):
+    return term if total is None else total + term
 
 
 class _Attention:
@@ -62,7 +91,12 @@ class _Attention:
     keys and values `(B, K, S, H)`, and, broadcastable to `(B, N, T, S)`,
     the `bias`, the keys each row may attend to (`allowed`: mask, causality,
     `bias != -inf`) and the rows with none (`dead`, `(b, n, t, 1)`; None
-    when every row has a key)."""
+    when every row has a key).
+
+    The functions take `bias`, `allowed` and `dead` as inputs (`tensors`)
+    and work on a copy holding theirs (`using`): under `torch.func` a
+    method may only use the tensors it is given. `kept` carries what a
+    forward keeps for the first-order backward to `setup_context`."""
 
     def __init__(self, q5, key, bias5, mask5, scale, is_causal):
         b, t, kv, groups, h = q5.shape
@@ -80,11 +114,22 @@ class _Attention:
         if is_causal:
             causal = torch.ones((t, s), dtype=torch.bool, device=q5.device).tril_()[None, None]
             allowed = causal if allowed is None else allowed & causal
-        self.allowed, self.dead = allowed, None
+        self.allowed, self.dead, self.kept = allowed, None, None
         if allowed is not None and not self.causal_only:
             dead = ~torch.any(allowed, dim=-1, keepdim=True)
-            if bool(torch.any(dead)):  # a host sync
+            # Under `vmap` no Python branch may read a value: keep the
+            # (maybe all-False) rows there; elsewhere a host sync.
+            if _transformed() or bool(torch.any(dead)):
                 self.dead = dead
+
+    def tensors(self):
+        return self.bias, self.allowed, self.dead
+
+    def using(self, bias, allowed, dead):
+        """This call with the given `bias`, `allowed` and `dead`."""
+        view = copy.copy(self)
+        view.bias, view.allowed, view.dead, view.kept = bias, allowed, dead, None
+        return view
 
     def heads_of(self, x):
         """Keys or values `(B, S, K, H)` as `(B, K, S, H)`."""
@@ -117,16 +162,52 @@ class _Attention:
         """`x` (rows along axis 2) with the empty rows 0 (their gradient too)."""
         return x if self.dead is None else x.masked_fill(self.dead, 0.0)
 
-    def reference(self, query, key, value):
-        """The attention by plain differentiable torch ops (the second
-        order of both functions): `(B, N, T, H)`."""
-        logits = torch.matmul(query * self.scale, self.expanded(key).transpose(-1, -2))
+    def probabilities(self, query, key_t, start, size):
+        """The softmax of the query rows `[start, start + size)` (`query`
+        those rows, `key_t` `(B, N, H, S)`) by plain out-of-place ops: 0 on
+        an empty row."""
+        logits = torch.matmul(query * self.scale, key_t)
         if self.bias is not None:
-            logits = logits + self.bias
+            logits = logits + _rows(self.bias, start, size)
         if self.allowed is not None:
-            logits = logits.masked_fill(~self.allowed, _NEG_INF)
-        probs = torch.softmax(self.cleared(logits), -1)
-        return self.cleared(torch.matmul(self.cleared(probs), self.expanded(value)))
+            logits = logits.masked_fill(~_rows(self.allowed, start, size), _NEG_INF)
+        if self.dead is None:
+            return torch.softmax(logits, -1)
+        dead = _rows(self.dead, start, size)
+        return torch.softmax(logits.masked_fill(dead, 0.0), -1).masked_fill(dead, 0.0)
+
+    def gradients(self, query, key, value, d_out, needs):
+        """`(d query, d key, d value)` (None where `needs` says no) by plain
+        differentiable torch ops, in blocks of query rows whose
+        probabilities are recomputed: `dV = P^T dO`, `dS = P * (dP -
+        rowsum(P * dP))` with `dP = dO V^T`, `dQ = scale dS K`, `dK =
+        scale dS^T Q`. An empty row's upstream (even inf) is dropped and
+        its probabilities are 0: it adds exactly 0."""
+        need_q, need_k, need_v = needs
+        k, v = self.expanded(key), self.expanded(value)
+        k_t, v_t = k.transpose(-1, -2), v.transpose(-1, -2)
+        d_out = self.cleared(d_out)
+        b, n, rows, _ = query.shape
+        size = _block_rows(b * n, rows, k.shape[2])
+        d_q, d_k, d_v = [], None, None
+        for start in range(0, rows, size):
+            q = _rows(query, start, size)
+            p = self.probabilities(q, k_t, start, size)
+            d_o = _rows(d_out, start, size)
+            if need_v:
+                d_v = _plus(d_v, torch.matmul(p.transpose(-1, -2), d_o))
+            if need_q or need_k:
+                d_p = torch.matmul(d_o, v_t)
+                d_s = p * (d_p - torch.sum(p * d_p, -1, keepdim=True))
+                if need_q:
+                    d_q.append(torch.matmul(d_s, k))
+                if need_k:
+                    d_k = _plus(d_k, torch.matmul(d_s.transpose(-1, -2), q))
+        return (
+            torch.cat(d_q, 2) * self.scale if need_q else None,
+            self.grouped(d_k * self.scale) if need_k else None,
+            self.grouped(d_v) if need_v else None,
+        )
 
     def fused(self, query, key, value):
         """torch's fused attention, `(B, N, T, H)`."""
@@ -153,46 +234,100 @@ class _Attention:
         return out.transpose(1, 2).reshape(self.shape)
 
 
-def _gradients(out, inputs, needs, d_out, **kwargs):
-    """`(d query, d key, d value, None)` of `out` by autograd, None for the
-    inputs that want none (the last None: the problem argument)."""
-    wanted = [x for x, need in zip(inputs, needs) if need]
-    grads = iter(torch.autograd.grad(out, wanted, d_out, **kwargs))
-    return tuple(next(grads) if need else None for need in needs) + (None,)
+class _Function(torch.autograd.Function):
+    """What both functions share. Their inputs: `query` `(B, N, T, H)`,
+    `key`, `value` `(B, K, S, H)`, the `_Attention`'s `tensors()` and the
+    `_Attention` itself; their output `(B, N, T, H)`."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        *tensors, problem = inputs
+        # What the forward kept: taken by the first `setup_context` (under
+        # `torch.func.grad`, that of the plain call below the transform,
+        # whose backward never runs: this one then recomputes).
+        kept, problem.kept = problem.kept, None
+        ctx.problem, ctx.fast = problem, kept is not None
+        kept_tensors, ctx.extra = kept if ctx.fast else ((), None)
+        ctx.save_for_backward(*tensors, *kept_tensors)
+
+    @staticmethod
+    def gradients(ctx, d_out, first_order):
+        """The backward: `first_order(ctx, problem, saved, d_out, needs)`
+        from what the forward kept, where it serves, else
+        `_Attention.gradients`."""
+        query, key, value, bias, allowed, dead, *kept = ctx.saved_tensors
+        problem = ctx.problem.using(bias, allowed, dead)
+        needs = ctx.needs_input_grad[:3]
+        if ctx.fast and not torch.is_grad_enabled() and not _batched(d_out):
+            grads = first_order(ctx, problem, (query, key, value, *kept), d_out, needs)
+        else:
+            grads = problem.gradients(query, key, value, d_out, needs)
+        return (*grads, None, None, None, None)
 
 
-def _second_order(ctx, problem, d_out):
-    """The backward of either function while autograd records it: the
-    gradients of `problem.reference`, differentiable themselves."""
-    inputs = ctx.saved_tensors[:3]
-    with torch.enable_grad():
-        out = problem.reference(*inputs)
-    return _gradients(
-        out, inputs, ctx.needs_input_grad[:3], d_out, create_graph=True, allow_unused=True
-    )
+def _batched(x):
+    """Whether `x` is mapped over (a `torch.func.vmap` of the backward, or
+    the batched gradients of `gradcheck`, by the older `vmap`): torch's
+    kernels and in-place updates of unmapped tensors do not take it."""
+    functorch = torch._C._functorch
+    return _transformed() or functorch.is_batchedtensor(x) or functorch.is_legacy_batchedtensor(x)
 
 
-class _Fused(torch.autograd.Function):
+def _vmap_rule(function, info, in_dims, query, key, value, bias, allowed, dead, problem):
+    """`function` under `vmap`: the mapped dimension folded into the batch
+    (`V * B`), the queries, keys and values copied out where not mapped,
+    a mask or bias that broadcasts left as it is."""
+    size = info.batch_size
+    batch = (query if in_dims[0] is None else query.movedim(in_dims[0], 0)[0]).shape[0]
+
+    def fold(x, dim, full):
+        if x is None:
+            return None
+        if dim is None:
+            if not full and x.shape[0] == 1:
+                return x
+            x = x.unsqueeze(0)
+        else:
+            x = x.movedim(dim, 0)
+        x = x.expand(size, batch, *x.shape[2:])
+        return x.reshape(size * batch, *x.shape[2:])
+
+    args = (query, key, value, bias, allowed, dead)
+    folded = [fold(x, d, i < 3) for i, (x, d) in enumerate(zip(args, in_dims))]
+    out = function.apply(*folded, problem)
+    return out.reshape(size, batch, *out.shape[1:]), 0
+
+
+class _Fused(_Function):
     """torch's fused attention, its own backward kept for the first order."""
 
     @staticmethod
-    def forward(ctx, query, key, value, problem):
+    def forward(query, key, value, bias, allowed, dead, problem):
         with torch.enable_grad():
             inputs = [x.detach().requires_grad_() for x in (query, key, value)]
-            out = problem.fused(*inputs)
-        ctx.problem, ctx.graph = problem, (inputs, out)
-        ctx.save_for_backward(query, key, value)
+            out = problem.using(bias, allowed, dead).fused(*inputs)
+        problem.kept = ((), (inputs, out))
         return out.detach()
 
     @staticmethod
     def backward(ctx, d_out):
-        if torch.is_grad_enabled():
-            return _second_order(ctx, ctx.problem, d_out)
-        inputs, out = ctx.graph
-        return _gradients(out, inputs, ctx.needs_input_grad[:3], d_out)
+        return _Function.gradients(ctx, d_out, _Fused.first_order)
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        return _vmap_rule(_Fused, info, in_dims, *args)
+
+    @staticmethod
+    def first_order(ctx, problem, saved, d_out, needs):
+        # Retained: a second backward through the same graph
+        # (`retain_graph=True`) runs it again.
+        inputs, out = ctx.extra
+        wanted = [x for x, need in zip(inputs, needs) if need]
+        grads = iter(torch.autograd.grad(out, wanted, d_out, retain_graph=True))
+        return tuple(next(grads) if need else None for need in needs)
 
 
-class _RowBlocks(torch.autograd.Function):
+class _RowBlocks(_Function):
     """The materialised attention in blocks of query rows; the backward
     from the kept probabilities: `dV = P^T dO`, `dS = P * (dP - rowsum(P *
     dP))` with `dP = dO V^T`, `dQ = scale dS K`, `dK = scale dS^T Q`.
@@ -205,33 +340,38 @@ class _RowBlocks(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, problem):
-        q, k, v = _RowBlocks.matrices(query, key, value, problem)
+    def forward(query, key, value, bias, allowed, dead, problem):
+        view = problem.using(bias, allowed, dead)
+        q, k, v = _RowBlocks.matrices(query, key, value, view)
         heads, rows, keys = q.shape[0], q.shape[1], k.shape[1]
-        size = max(1, min(rows, BLOCK_LOGITS // max(1, heads * keys)))
+        size = _block_rows(heads, rows, keys)
         k_t = k.transpose(1, 2)
         probs, outs = [], []
         for start in range(0, rows, size):
             logits = torch.bmm(q[:, start : start + size], k_t)
-            problem.mask_logits(_RowBlocks.per_head(logits, query), start, size)
+            view.mask_logits(_RowBlocks.per_head(logits, query), start, size)
             p = torch.softmax(logits, -1)
-            if problem.dead is not None:
-                _RowBlocks.per_head(p, query).masked_fill_(_rows(problem.dead, start, size), 0.0)
+            if dead is not None:
+                _RowBlocks.per_head(p, query).masked_fill_(_rows(dead, start, size), 0.0)
             probs.append(p)
             outs.append(torch.bmm(p, v))
-        ctx.problem, ctx.size = problem, size
-        # The inputs (for a second derivative) and their matrices (small
-        # next to the probabilities; copying them again costs more).
-        ctx.save_for_backward(query, key, value, q, k, v, *probs)
+        # The matrices (small next to the probabilities; copying them
+        # again costs more) and the probabilities.
+        problem.kept = ((q, k, v, *probs), size)
         return _RowBlocks.per_head(torch.cat(outs, 1), query)
 
     @staticmethod
     def backward(ctx, d_out):
-        problem = ctx.problem
-        if torch.is_grad_enabled():
-            return _second_order(ctx, problem, d_out)
-        query, key, value, q, k, v, *probs = ctx.saved_tensors
-        need_q, need_k, need_v = ctx.needs_input_grad[:3]
+        return _Function.gradients(ctx, d_out, _RowBlocks.first_order)
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        return _vmap_rule(_RowBlocks, info, in_dims, *args)
+
+    @staticmethod
+    def first_order(ctx, problem, saved, d_out, needs):
+        query, _, _, q, k, v, *probs = saved
+        need_q, need_k, need_v = needs
         # An empty row's upstream (even inf) is dropped.
         d_out = problem.cleared(d_out).reshape(q.shape)
         d_q = torch.empty_like(q) if need_q else None
@@ -239,7 +379,7 @@ class _RowBlocks(torch.autograd.Function):
         d_v = torch.zeros_like(v) if need_v else None
         v_t = v.transpose(1, 2)
         for i, p in enumerate(probs):
-            block = slice(i * ctx.size, (i + 1) * ctx.size)
+            block = slice(i * ctx.extra, (i + 1) * ctx.extra)
             d_o = d_out[:, block]
             if need_v:
                 d_v.baddbmm_(p.transpose(1, 2), d_o)
@@ -255,7 +395,6 @@ class _RowBlocks(torch.autograd.Function):
             d_q.mul_(problem.scale).view(query.shape) if need_q else None,
             problem.grouped(d_k.view(*heads, *d_k.shape[1:])) if need_k else None,
             problem.grouped(d_v.view(*heads, *d_v.shape[1:])) if need_v else None,
-            None,
         )
 
     @staticmethod
@@ -273,15 +412,19 @@ class _RowBlocks(torch.autograd.Function):
         return x.view(*query.shape[:2], *x.shape[1:])
 
 
+def _apply(function, q, key, value, bias, mask, scale, is_causal):
+    problem = _Attention(q, key, bias, mask, scale, is_causal)
+    key, value = problem.heads_of(key), problem.heads_of(value)
+    return problem.output(function.apply(problem.query, key, value, *problem.tensors(), problem))
+
+
 def native_attention(q, key, value, bias, mask, scale, is_causal, cap):
     """`attention_kernel`'s output by torch's fused attention, or None
     where it does not compute ours (`_usable`). `q` `(B, T, K, G, H)`,
     `key`/`value` `(B, S, K, H)`, rank-5 `bias`/`mask`."""
     if not _usable(q, key, bias, cap):
         return None
-    problem = _Attention(q, key, bias, mask, scale, is_causal)
-    out = _Fused.apply(problem.query, problem.heads_of(key), problem.heads_of(value), problem)
-    return problem.output(out)
+    return _apply(_Fused, q, key, value, bias, mask, scale, is_causal)
 
 
 def native_materialised_attention(q, key, value, bias, mask, scale, is_causal, cap):
@@ -290,6 +433,4 @@ def native_materialised_attention(q, key, value, bias, mask, scale, is_causal, c
     (`_usable`). The arguments of `native_attention`."""
     if not _usable(q, key, bias, cap):
         return None
-    problem = _Attention(q, key, bias, mask, scale, is_causal)
-    out = _RowBlocks.apply(problem.query, problem.heads_of(key), problem.heads_of(value), problem)
-    return problem.output(out)
+    return _apply(_RowBlocks, q, key, value, bias, mask, scale, is_causal)
