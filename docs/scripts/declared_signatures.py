@@ -7,23 +7,47 @@ finds only the base class's `__init__`. This extension imports the class
 and gives the reference the signature `inspect.signature` gives.
 """
 
+import importlib.util
 import inspect
+import os
 import sys
 from pathlib import Path
 
 import griffe
 
 ROOT = str(Path(__file__).resolve().parents[2])
+BACKENDS = ("tensorflow", "jax", "torch")
+
+
+def _choose_backend():
+    """Keras imports TensorFlow unless told otherwise: with `KERAS_BACKEND`
+    unset, use an installed backend (the signatures are the same on all
+    three), so that the docs build with any one of them."""
+    if "keras" in sys.modules or os.environ.get("KERAS_BACKEND"):
+        return
+    for backend in BACKENDS:
+        if importlib.util.find_spec(backend) is not None:
+            os.environ["KERAS_BACKEND"] = backend
+            return
 
 
 class DeclaredSignatures(griffe.Extension):
     def on_class_members(self, *, cls, **kwargs):
         if "__init__" in cls.members:
             return
+        _choose_backend()
         try:
             runtime = griffe.dynamic_import(cls.path, import_paths=[ROOT, *sys.path])
-        except ImportError:
-            return
+        except ImportError as error:
+            # Not swallowed: without the import every declared class loses
+            # its signature and the build fails later with one warning per
+            # argument, none of which names the cause.
+            raise RuntimeError(
+                f"docs/scripts/declared_signatures.py: cannot import {cls.path} ({error}). "
+                "The API reference imports keras_stable, hence Keras and a backend: "
+                'install the docs extra (`pip install -e ".[docs]"`, which brings JAX) '
+                "or set KERAS_BACKEND to an installed backend."
+            ) from error
         init = vars(runtime).get("__init__") if inspect.isclass(runtime) else None
         signature = getattr(init, "__signature__", None)
         if signature is None:
