@@ -9,9 +9,33 @@ Importing the package registers every class with Keras's serialization, so
 
 __version__ = "0.3.0"
 
-from keras_stable import audit  # noqa: E402,F401
-from keras_stable import callbacks  # noqa: E402,F401
-from keras_stable import layers  # noqa: E402,F401
-from keras_stable import losses  # noqa: E402,F401
-from keras_stable import metrics  # noqa: E402,F401
-from keras_stable import ops  # noqa: E402,F401
+import importlib as _importlib  # noqa: E402
+
+from keras_stable import _launch  # noqa: E402
+
+_SUBMODULES = ("audit", "callbacks", "layers", "losses", "metrics", "ops")
+
+
+def _import_submodules():
+    """Imports every subpackage: Keras, with the backend it was given, and
+    the registration of every class. Run at import, except when one of the
+    package's command lines is starting (`keras_stable._launch`): that one
+    calls it once it has read `--backend`."""
+    for name in _SUBMODULES:
+        _importlib.import_module(f"keras_stable.{name}")
+
+
+def __getattr__(name):
+    # Reached only when the command line deferred the imports above.
+    if name in _SUBMODULES:
+        return _importlib.import_module(f"keras_stable.{name}")
+    raise AttributeError(f"module 'keras_stable' has no attribute {name!r}")
+
+
+if not _launch.defer_keras():
+    from keras_stable import audit  # noqa: F401
+    from keras_stable import callbacks  # noqa: F401
+    from keras_stable import layers  # noqa: F401
+    from keras_stable import losses  # noqa: F401
+    from keras_stable import metrics  # noqa: F401
+    from keras_stable import ops  # noqa: F401

@@ -16,13 +16,39 @@ pre-flight), `probes` (stress probes), `report`
 `core` (`audit`), `cli` (the command line).
 """
 
-from keras_stable.audit.core import audit
-from keras_stable.audit.core import audit_section
-from keras_stable.audit.data import AuditInputError
-from keras_stable.audit.data import load_batch
-from keras_stable.audit.data import save_batch
-from keras_stable.audit.report import AuditReport
-from keras_stable.audit.report import Finding
+import importlib as _importlib
+
+from keras_stable import _launch
+
+# Where each public name lives: imported here, or on first use while
+# `python -m keras_stable.audit` has not chosen the backend yet (it must
+# read `--backend` before anything imports Keras; see keras_stable._launch).
+_SOURCES = {
+    "audit": "core",
+    "audit_section": "core",
+    "AuditInputError": "data",
+    "load_batch": "data",
+    "save_batch": "data",
+    "AuditReport": "report",
+    "Finding": "report",
+}
+
+
+def __getattr__(name):
+    if name in _SOURCES:
+        module = _importlib.import_module(f"keras_stable.audit.{_SOURCES[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module 'keras_stable.audit' has no attribute {name!r}")
+
+
+if not _launch.defer_keras():
+    from keras_stable.audit.core import audit
+    from keras_stable.audit.core import audit_section
+    from keras_stable.audit.data import AuditInputError
+    from keras_stable.audit.data import load_batch
+    from keras_stable.audit.data import save_batch
+    from keras_stable.audit.report import AuditReport
+    from keras_stable.audit.report import Finding
 
 __all__ = [
     "AuditInputError",

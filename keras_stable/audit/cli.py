@@ -8,8 +8,14 @@ one-line error on stderr and no traceback.
 
 `python -m keras_stable.audit --explain TRAP` prints the page a finding of
 `TRAP` points to (a trap id such as `norm_at_zero`, or a page name such as
-`distances`), as installed with the package, and exits with 0 (2 for an
-unknown name).
+`distances`), as installed with the package, as plain text (`--markdown`:
+the page's Markdown source), and exits with 0 (2 for an unknown name).
+
+Keras is imported only once the arguments are read: `--backend` sets
+`KERAS_BACKEND` first, so the command runs with only the backend it names
+installed, and `--help` and `--explain` need no backend at all (see
+`keras_stable._launch`). When Keras is already imported with another
+backend, the command runs again in a fresh process.
 """
 
 import argparse
@@ -18,16 +24,12 @@ import os
 import subprocess
 import sys
 
-import keras
-
-from keras_stable.audit.core import audit
-from keras_stable.audit.data import AuditInputError
-from keras_stable.audit.data import _first_line
-from keras_stable.audit.data import load_batch
+from keras_stable._launch import not_installed_message
+from keras_stable.audit.pages import explain_text
 from keras_stable.audit.pages import page_names
 from keras_stable.audit.pages import page_text
-from keras_stable.audit.probes import PROBES
 from keras_stable.audit.report import MODES
+from keras_stable.audit.report import PROBES
 from keras_stable.audit.report import TRAPS
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -64,6 +66,11 @@ def _parser():
             "print the page that explains TRAP (a trap id of the report, e.g. "
             "norm_at_zero, or a page: " + ", ".join(page_names()) + ") and exit"
         ),
+    )
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="with --explain: print the page's Markdown source instead of plain text",
     )
     parser.add_argument(
         "--stress",
@@ -143,13 +150,38 @@ def _modes(value):
     return modes
 
 
+def _not_installed(backend):
+    return not_installed_message(backend).rstrip(".")
+
+
+def _import_keras(backend):
+    """Imports Keras, with `backend` when it is not imported yet (None:
+    Keras's own choice, `KERAS_BACKEND` or its config file), and the rest of
+    keras_stable (its classes must be registered to load a model)."""
+    if "keras" not in sys.modules:
+        if backend is not None:
+            if importlib.util.find_spec(backend) is None:
+                raise _UsageError(_not_installed(backend))
+            os.environ["KERAS_BACKEND"] = backend
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras_stable
+
+    try:
+        keras_stable._import_submodules()
+    except ImportError as error:
+        chosen = os.environ.get("KERAS_BACKEND") or "default"
+        raise _UsageError(
+            f"cannot import Keras with the {chosen} backend ({error}): pass "
+            f"--backend {{{','.join(BACKENDS)}}} or set KERAS_BACKEND to an installed one"
+        ) from error
+    return sys.modules["keras"]
+
+
 def _restart(backend, argv):
     """Runs the command again with KERAS_BACKEND set: Keras reads its
     backend once, when first imported, and keras_stable imported it."""
     if importlib.util.find_spec(backend) is None:
-        raise _UsageError(
-            f"the {backend} backend needs the `{backend}` package, which is not installed"
-        )
+        raise _UsageError(_not_installed(backend))
     if os.environ.get(_RESTARTED):
         raise _UsageError(f"could not switch Keras to the {backend} backend")
     argv = list(argv)
@@ -158,6 +190,11 @@ def _restart(backend, argv):
 
 
 def _load_model(path, unsafe):
+    import keras
+
+    from keras_stable.audit.data import AuditInputError
+    from keras_stable.audit.data import _first_line
+
     if not os.path.isfile(path):
         raise AuditInputError(f"no such model file: {path}")
     if not path.endswith(".keras"):
@@ -188,6 +225,9 @@ def _load_model(path, unsafe):
 
 def _loss(spec):
     """`--loss`: a Keras loss name, or `module:attribute` to import."""
+    from keras_stable.audit.data import AuditInputError
+    from keras_stable.audit.data import _first_line
+
     if spec is None:
         return None
     if ":" not in spec:
@@ -207,10 +247,10 @@ def _error(message):
     return EXIT_BAD_INPUT
 
 
-def _explain(name):
-    """`--explain`: the page's text on stdout (0), or an error (2)."""
+def _explain(name, markdown=False):
+    """`--explain`: the page on stdout (0), or an error (2)."""
     try:
-        text = page_text(name)
+        text = page_text(name) if markdown else explain_text(name)
     except KeyError:
         known = ", ".join(sorted(t for t in TRAPS if t != "unknown") + page_names())
         return _error(f"--explain: unknown trap or page {name!r}; expected one of {known}")
@@ -229,13 +269,14 @@ def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     if args.explain is not None:
-        return _explain(args.explain)
+        return _explain(args.explain, markdown=args.markdown)
     if args.model is None or args.data is None:
         # argparse's own usage error (exit status 2, as for bad input).
         parser.error("the following arguments are required: model, --data")
     try:
         stress = _stress(args.stress)
         modes = _modes(args.modes)
+        keras = _import_keras(args.backend)
         if args.backend and args.backend != keras.config.backend():
             rest = [
                 a
@@ -246,6 +287,10 @@ def main(argv=None):
             return _restart(args.backend, rest)
     except _UsageError as error:
         return _error(str(error))
+
+    from keras_stable.audit.core import audit
+    from keras_stable.audit.data import AuditInputError
+    from keras_stable.audit.data import load_batch
 
     try:
         model, notes = _load_model(args.model, args.unsafe)

@@ -23,7 +23,8 @@ no mask, a subclassed model without `get_config`) is skipped with a note.
 import keras
 import numpy as np
 
-PROBES = ("zeros", "coincident", "large", "masked", "mixed_float16", "mixed_bfloat16")
+from keras_stable.audit.report import PROBES
+
 LARGE_SCALE = 1e3
 
 

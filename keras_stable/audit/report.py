@@ -74,6 +74,9 @@ TRAPS = {
 
 STAGES = ("forward", "gradient")
 MODES = ("eager", "compiled")
+# The stress probes (`keras_stable.audit.probes`), named here, where the
+# command line reads them without importing Keras.
+PROBES = ("zeros", "coincident", "large", "masked", "mixed_float16", "mixed_bfloat16")
 
 
 def fix_for(trap, kind="layer"):

@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+from keras_stable._launch import not_installed_message
+
 BACKENDS = ("tensorflow", "jax", "torch")
 _RESTARTED = "KERAS_STABLE_DEMO_RESTARTED"
 
@@ -38,12 +40,7 @@ def _installed(backend):
 
 
 def _not_installed_message(backend):
-    # keras_stable is installed from a checkout, not from a package index.
-    return (
-        f"the {backend} backend needs the `{backend}` package, which is not "
-        f'installed: `pip install -e ".[{backend}]"` from a keras_stable '
-        f"checkout (or `pip install {backend}`)."
-    )
+    return not_installed_message(backend)
 
 
 def select_backend(requested):

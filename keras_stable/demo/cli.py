@@ -142,11 +142,8 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parse_args(argv)
     if args.plot and not _have_matplotlib():
-        # keras_stable is installed from a checkout, not from a package index.
         print(
-            "error: --plot needs matplotlib, which is not installed: "
-            '`pip install -e ".[plot]"` from a keras_stable checkout (or '
-            "`pip install matplotlib`).",
+            "error: --plot needs matplotlib, which is not installed: `pip install matplotlib`.",
             file=sys.stderr,
         )
         return 2
@@ -162,6 +159,12 @@ def main(argv=None):
         return 2
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # `python -m keras_stable.demo` and `keras-stable-demo` left Keras and
+    # the rest of keras_stable unimported until the backend was chosen
+    # (keras_stable._launch): import them now, with it.
+    import keras_stable
+
+    keras_stable._import_submodules()
     import keras
 
     modes = args.modes

@@ -120,7 +120,7 @@ def _scenarios():
     return [
         {
             "name": "multi-task regression",
-            "doc": "docs/traps/norm-at-zero.md",
+            "doc": "python -m keras_stable.audit --explain norm_at_zero",
             "model": _regression_model,
             "batch": _regression_batch,
             "lr": REGRESSION_LR,
@@ -136,7 +136,7 @@ def _scenarios():
         },
         {
             "name": "2-3-2 classifier",
-            "doc": "docs/traps/softmax-overflow.md",
+            "doc": "python -m keras_stable.audit --explain unshifted_softmax",
             "model": _classifier_model,
             "batch": _classifier_batch,
             "lr": CLASSIFIER_LR,

@@ -4,6 +4,7 @@ the documentation site's page, byte for byte (docs/ is the one source), and
 
 import configparser
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,13 +51,33 @@ def test_every_trap_has_a_page_with_a_title(trap):
 
 
 def test_explain_prints_the_page_and_exits_0(capsys):
-    assert cli.main(["--explain", "norm_at_zero"]) == 0
+    assert cli.main(["--explain", "norm_at_zero", "--markdown"]) == 0
     out, err = capsys.readouterr()
     assert out == (ROOT / "docs" / "traps" / "norm-at-zero.md").read_text(encoding="utf-8")
     assert err == ""
     assert cli.main(["--explain", "distances"]) == 0  # a page by name
     out, _ = capsys.readouterr()
-    assert out.startswith("# Distances, correlations and metric learning\n")
+    assert out.startswith("Distances, correlations and metric learning\n=====")
+
+
+@pytest.mark.parametrize("name", pages.page_names())
+def test_explain_prints_text_without_repository_paths(name):
+    """In a wheel install there is no docs/ next to the package: no
+    Markdown link targets, images, tables or plotting-script paths."""
+    text = pages.explain_text(name)
+    prose = "\n".join(line for line in text.splitlines() if not line.startswith("    "))
+    prose = re.sub(r"`[^`]*`", "", prose)  # code spans keep their `x**2`
+    for raw in ("](", "![", "|---", "../img", "docs/scripts/", ".md)", "**"):
+        assert raw not in prose, (name, raw)
+    assert not text.startswith("#")
+    for line in text.splitlines():
+        if "`examples/" in line or "`tests/" in line:
+            assert "(in the keras_stable source repository)" in text
+
+
+def test_explain_links_to_other_pages_by_command():
+    text = pages.explain_text("symptoms")
+    assert "Norm at zero (python -m keras_stable.audit --explain norm-at-zero)" in text
 
 
 def test_explain_of_an_unknown_name_exits_2(capsys):
@@ -94,4 +115,4 @@ def test_explain_from_the_command_line():
         cwd=ROOT,
     )
     assert result.returncode == 0
-    assert result.stdout.startswith("# Masking: 0 × inf and 0 × NaN\n")
+    assert result.stdout.startswith("Masking: 0 × inf and 0 × NaN\n=====")
