@@ -35,6 +35,10 @@ class DeclaredSignatures(griffe.Extension):
     def on_class_members(self, *, cls, **kwargs):
         if "__init__" in cls.members:
             return
+        if any(part.startswith("_") for part in cls.path.split(".")):
+            # Private: not in the API reference, and some private modules
+            # import one backend (`_kernels.torch_attention` imports torch).
+            return
         _choose_backend()
         try:
             runtime = griffe.dynamic_import(cls.path, import_paths=[ROOT, *sys.path])
