@@ -1,5 +1,6 @@
 """Linear layer + sparse softmax cross-entropy without the logits."""
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -60,7 +61,9 @@ def _check_inputs(hidden, kernel, labels, bias, chunk_size, transpose_kernel):
         )
     if vocab is None:
         raise ValueError(f"`kernel` needs a static vocabulary size, got shape {k_shape}.")
-    if l_shape != h_shape[:-1]:
+    if len(l_shape) != len(h_shape) - 1 or any(
+        a is not None and b is not None and a != b for a, b in zip(l_shape, h_shape[:-1])
+    ):
         raise ValueError(
             f"`labels` of shape {l_shape} do not match `hidden` of shape "
             f"{h_shape}: expected labels of shape {h_shape[:-1]} (one class "
@@ -70,7 +73,9 @@ def _check_inputs(hidden, kernel, labels, bias, chunk_size, transpose_kernel):
         raise ValueError(
             f"`labels` must be integer class indices, got dtype {dtype_of(labels)} with shape {l_shape}."
         )
-    if bias is not None and static_shape(bias) != (vocab,):
+    if bias is not None and (
+        len(static_shape(bias)) != 1 or static_shape(bias)[0] not in (None, vocab)
+    ):
         raise ValueError(
             f"`bias` of shape {static_shape(bias)} does not match `kernel` of "
             f"shape {k_shape}: expected ({vocab},)."
@@ -168,14 +173,22 @@ def linear_softmax_cross_entropy(
         >>> np.round(np.asarray(loss), 6)
         array([0.407606, 0.      ], dtype=float32)
     """
-    hidden = ops.convert_to_tensor(hidden)
-    kernel = ops.convert_to_tensor(kernel)
-    labels = ops.convert_to_tensor(labels)
-    if bias is not None:
-        bias = ops.convert_to_tensor(bias)
+    symbolic = any(keras.utils.is_keras_tensor(x) for x in (hidden, kernel, labels, bias))
+    if not symbolic:
+        hidden = ops.convert_to_tensor(hidden)
+        kernel = ops.convert_to_tensor(kernel)
+        labels = ops.convert_to_tensor(labels)
+        if bias is not None:
+            bias = ops.convert_to_tensor(bias)
     options = head_options(transpose_kernel, label_smoothing, z_loss, logit_soft_cap)
     dim, vocab = _check_inputs(hidden, kernel, labels, bias, chunk_size, transpose_kernel)
     ignore_class = check_ignore_class(ignore_class)
+    if symbolic:
+        h_shape = static_shape(hidden)
+        # Keras tensors (a functional model's inputs): the output's shape
+        # and dtype, as `keras.ops` gives on symbolic inputs.
+        shape = tuple(b if a is None else a for a, b in zip(static_shape(labels), h_shape))
+        return keras.KerasTensor(shape, dtype="float32")
     tokens = None
     if None not in static_shape(labels):
         tokens = int(np.prod(static_shape(labels), dtype="int64"))
@@ -199,8 +212,10 @@ def linear_softmax_cross_entropy(
     else:
         loss = linear_cross_entropy_kernel(*args)
     # Out of range and not ignored: NaN, never the loss of a clamped index.
+    # `log(-1)` builds the NaN on those tokens only (a tensor of NaNs to
+    # pick from would trip `jax.debug_nans` on valid labels too).
     bad = ops.logical_not(in_range)
     if ignore_class is not None:
         bad = ops.logical_and(bad, ops.not_equal(flat_labels, ignore_class))
-    loss = ops.where(bad, ops.full_like(loss, float("nan")), loss)
+    loss = loss + ops.log(ops.where(bad, -ops.ones_like(loss), ops.ones_like(loss)))
     return ops.reshape(loss, out_shape)

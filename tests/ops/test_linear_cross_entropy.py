@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 from keras_stable import ops
+from tests.backend_utils import BACKEND
 from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import assert_finite
+from tests.backend_utils import only_jax
 from tests.backend_utils import vjp
 from tests.backend_utils import vjp_all_modes
 
@@ -142,3 +144,140 @@ def test_bad_input_names_the_argument(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         ops.linear_softmax_cross_entropy(**args)
+
+
+def test_symbolic_inputs_give_the_per_token_shape():
+    """Keras tensors (variable lengths included) give a float32 Keras tensor
+    of the labels' shape, as `keras.ops` does; bad shapes are still named."""
+    hidden = keras.KerasTensor((None, None, 5))
+    labels = keras.KerasTensor((None, None), dtype="int32")
+    kernel = np.zeros((5, 37), "float32")
+    out = ops.linear_softmax_cross_entropy(hidden, kernel, labels, chunk_size=8)
+    assert isinstance(out, keras.KerasTensor)
+    assert (tuple(out.shape), out.dtype) == ((None, None), "float32")
+    out = ops.linear_softmax_cross_entropy(
+        keras.KerasTensor((4, 5)),
+        keras.KerasTensor((37, 5)),
+        keras.KerasTensor((4,), dtype="int32"),
+        bias=keras.KerasTensor((37,)),
+        transpose_kernel=True,
+        label_smoothing=0.1,
+    )
+    assert (tuple(out.shape), out.dtype) == ((4,), "float32")
+    # Concrete labels beside an unknown batch size: the known size is kept.
+    out = ops.linear_softmax_cross_entropy(
+        keras.KerasTensor((None, 3, 5)), kernel, np.zeros((2, 3), "int32")
+    )
+    assert tuple(out.shape) == (2, 3)
+    with pytest.raises(ValueError, match="`labels` of shape"):
+        ops.linear_softmax_cross_entropy(hidden, kernel, keras.KerasTensor((None,), dtype="int32"))
+
+
+def _quiet_problem():
+    """Valid inputs that reach the old `-inf`/`inf` intermediates: logits
+    of up to ~300 (exp overflows float32 past 88), an ignored token among
+    them, a soft cap far out (cosh overflows past 89 * cap)."""
+    hidden, kernel, bias, labels = _problem(shape=(2, 7), dim=5, vocab=37)
+    return 30.0 * hidden, kernel, bias, labels
+
+
+@pytest.mark.parametrize("cap", [None, 2.0])
+def test_quiet_under_the_nan_tools_and_exact(cap):
+    """No inf or NaN is built on valid inputs: JAX's `jax_debug_infs` and
+    `jax_debug_nans` (eager and jitted), TF's `enable_check_numerics` (eager
+    and `tf.function`) stay silent, and the numbers are the float64 ones."""
+    hidden, kernel, bias, labels = _quiet_problem()
+    options = dict(chunk_size=8, ignore_class=-100, z_loss=1e-4, label_smoothing=0.1)
+
+    def fused(h, w, b):
+        return ops.linear_softmax_cross_entropy(h, w, labels, b, logit_soft_cap=cap, **options)
+
+    def run(mode):
+        return vjp(fused, [hidden, kernel, bias], wrt=(0, 1, 2), mode=mode)
+
+    if BACKEND == "jax":
+        import jax
+
+        try:
+            jax.config.update("jax_debug_infs", True)
+            jax.config.update("jax_debug_nans", True)
+            results = [run(mode) for mode in ("eager", "compiled")]
+        finally:
+            jax.config.update("jax_debug_infs", False)
+            jax.config.update("jax_debug_nans", False)
+    elif BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        tf.debugging.enable_check_numerics()
+        try:
+            results = [run("eager"), _tf_function_vjp(fused, [hidden, kernel, bias])]
+        finally:
+            tf.debugging.disable_check_numerics()
+    else:
+        results = [run("eager")]
+    expected = _reference_options(hidden, kernel, bias, labels, cap, **options)
+    for out, grads in results:
+        assert_close(out, expected, tol=(1e-5, 1e-4), what="value vs float64")
+        for g in grads:
+            assert_finite(g, "gradient")
+    eager, compiled = results[0], results[-1]
+    for g, c in zip(eager[1], compiled[1]):
+        assert_close(c, g, tol=(1e-5, 1e-5))
+
+
+def _tf_function_vjp(fn, args):
+    """`vjp` under `tf.function` without XLA (check_numerics instruments
+    graphs, not XLA clusters)."""
+    import tensorflow as tf
+
+    args = [tf.convert_to_tensor(a) for a in args]
+
+    @tf.function
+    def run(*args):
+        with tf.GradientTape() as tape:
+            tape.watch(args)
+            out = fn(*args)
+        return out, tape.gradient(out, list(args))
+
+    out, grads = run(*args)
+    return np.asarray(out, "float64"), [np.asarray(g, "float64") for g in grads]
+
+
+def _reference_options(
+    hidden, kernel, bias, labels, cap, ignore_class, z_loss, label_smoothing, **_
+):
+    """float64 NumPy: smoothed cross-entropy of the (capped) logits plus z-loss."""
+    logits = hidden.astype("float64") @ kernel.astype("float64") + bias.astype("float64")
+    if cap is not None:
+        logits = cap * np.tanh(logits / cap)
+    m = logits.max(-1, keepdims=True)
+    lse = (m + np.log(np.exp(logits - m).sum(-1, keepdims=True)))[..., 0]
+    vocab = logits.shape[-1]
+    safe = np.where(labels == ignore_class, 0, labels)
+    picked = np.take_along_axis(logits, safe[..., None], -1)[..., 0]
+    loss = lse - (1 - label_smoothing) * picked - label_smoothing / vocab * logits.sum(-1)
+    loss = loss + z_loss * lse**2
+    return np.where(labels == ignore_class, 0.0, loss)
+
+
+@only_jax
+def test_runs_under_jax_rank_promotion_raise():
+    import jax
+
+    hidden, kernel, bias, labels = _problem()
+    with jax.numpy_rank_promotion("raise"):
+        for mode in MODES:
+            out, grads = vjp(
+                lambda h, w, b: ops.linear_softmax_cross_entropy(
+                    h, w, labels, b, chunk_size=8, ignore_class=-100, logit_soft_cap=5.0
+                ),
+                [hidden, kernel, bias],
+                wrt=(0, 1, 2),
+                mode=mode,
+            )
+            for g in grads:
+                assert_finite(g)
+    expected = _reference_options(
+        hidden, kernel, bias, labels, 5.0, ignore_class=-100, z_loss=0.0, label_smoothing=0.0
+    )
+    assert_close(out, expected)

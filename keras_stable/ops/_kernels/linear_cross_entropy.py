@@ -6,13 +6,17 @@ The options of the head (a tied `(vocab, dim)` kernel read in place, label
 smoothing, z-loss, logit soft-capping) are folded into the same two loops.
 """
 
+import numpy as np
 from keras import ops
 
 from keras_stable.common.dtypes import maximum
 from keras_stable.ops._kernels.attention import soft_cap
 from keras_stable.ops._kernels.blocks import for_each_block
 
-_NEG_INF = float("-inf")
+# The running max before any block: the lowest finite float32, not -inf, so
+# that valid inputs never build an inf (`jax.debug_infs`, TF's
+# `enable_check_numerics`); every finite logit is >= it.
+_LOWEST = float(np.finfo("float32").min)
 
 
 class HeadOptions:
@@ -65,16 +69,20 @@ class HeadOptions:
         return soft_cap(logits, self.soft_cap)
 
     def cap_derivative(self, logits):
-        """`d cap(z) / dz = 1 / cosh(z / c)**2` (exactly 0 far out, where
-        `1 - tanh**2` would round to a multiple of float32's epsilon)."""
-        return 1.0 / ops.square(ops.cosh(logits / self.soft_cap))
+        """`d cap(z) / dz = 1 / cosh(z / c)**2`, as `4 a / (1 + a)**2` with
+        `a = exp(-2 |z / c|)` in (0, 1]: exactly 0 far out (where
+        `1 - tanh**2` would round to a multiple of float32's epsilon), and
+        no `cosh` that overflows to inf on the way there."""
+        a = ops.exp(-2.0 * ops.abs(logits / self.soft_cap))
+        return 4.0 * a / ops.square(1.0 + a)
 
 
 def _block_logits(hidden, kernel, bias, start, size, options):
     # One [tokens, size] block of float32 raw logits; `start` may be traced
     # (a dynamic slice inside `fori_loop`), `size` is static.
     logits = options.matmul_block(hidden, options.kernel_block(kernel, start, size))
-    return logits + ops.slice(bias, (start,), (size,))
+    # Explicit broadcasting (JAX's `jax_numpy_rank_promotion="raise"`).
+    return logits + ops.slice(bias, (start,), (size,))[None, :]
 
 
 def partial_stats(hidden, kernel, bias, chunk_size, options):
@@ -89,9 +97,8 @@ def partial_stats(hidden, kernel, bias, chunk_size, options):
         running_max, total, logit_sum = state
         logits = options.cap(_block_logits(hidden, kernel, bias, start, size, options))
         new_max = maximum(running_max, ops.max(logits, axis=-1))
-        # All -inf so far: shift by 0 (exp(-inf - 0) = 0, no -inf - -inf).
-        shift = ops.where(ops.isfinite(new_max), new_max, ops.zeros_like(new_max))
-        total = total * ops.exp(running_max - shift) + ops.sum(
+        shift = finite_shift(new_max)
+        total = rescale(total, running_max, shift) + ops.sum(
             ops.exp(logits - shift[:, None]), axis=-1
         )
         if smoothing:
@@ -99,23 +106,33 @@ def partial_stats(hidden, kernel, bias, chunk_size, options):
         return new_max, total, logit_sum
 
     zeros = ops.zeros((tokens,), "float32")
-    init = (ops.full((tokens,), _NEG_INF, "float32"), zeros, zeros)
+    init = (ops.full((tokens,), _LOWEST, "float32"), zeros, zeros)
     chunk_size = min(chunk_size, options.vocab(kernel))
     return for_each_block(options.vocab(kernel), chunk_size, body, init)
 
 
 def finite_shift(running_max):
-    """The running max where finite, else 0 (the shift of an empty row)."""
+    """The running max where finite, else 0 (a `+inf` logit's row)."""
     return ops.where(ops.isfinite(running_max), running_max, ops.zeros_like(running_max))
 
 
+def rescale(total, running_max, shift):
+    """`total * exp(running_max - shift)`: the shifted sum moved to a new
+    shift. A row with nothing summed yet (`total == 0`, its max still the
+    sentinel `_LOWEST`, which `- shift` could overflow to `-inf`) stays 0
+    through `exp(0)`."""
+    started = ops.greater(total, 0)
+    return total * ops.exp(ops.where(started, running_max, shift) - shift)
+
+
 def finish_logsumexp(running_max, total):
-    """`(lse, nonempty)` from the running max and shifted sum: a row with
-    nothing finite gives `-inf`, never NaN."""
+    """`(lse, nonempty)` from the running max and shifted sum. `lse` is 0 on
+    a row with nothing finite (its log-sum-exp is `-inf`, which no caller
+    reads: such a row takes no part), so no `-inf` is ever built."""
     nonempty = ops.greater(total, 0)
     safe_total = ops.where(nonempty, total, ops.ones_like(total))
     lse = ops.where(
-        nonempty, finite_shift(running_max) + ops.log(safe_total), ops.full_like(total, _NEG_INF)
+        nonempty, finite_shift(running_max) + ops.log(safe_total), ops.zeros_like(total)
     )
     return lse, nonempty
 
@@ -129,43 +146,43 @@ def label_logit(hidden, kernel, bias, labels, options):
 
 def assemble_loss(lse, take_part, picked, logit_sum, vocab, options):
     """`lse - (1 - e) s[label] - e/V sum(s) + z lse**2` where `take_part`,
-    else 0; `picked` is None when `e == 1` (the label's logit drops out)."""
-    safe_lse = ops.where(take_part, lse, ops.zeros_like(lse))
-    loss = safe_lse
+    else 0; `picked` is None when `e == 1` (the label's logit drops out).
+    `lse` is finite on every row (`finish_logsumexp`)."""
+    loss = lse
     if picked is not None:
         loss = loss - (1.0 - options.label_smoothing) * picked
     if options.label_smoothing > 0:
         loss = loss - (options.label_smoothing / vocab) * logit_sum
     if options.z_loss > 0:
-        loss = loss + options.z_loss * ops.square(safe_lse)
-    return ops.where(take_part, loss, ops.zeros_like(lse)), safe_lse
+        loss = loss + options.z_loss * ops.square(lse)
+    return ops.where(take_part, loss, ops.zeros_like(lse))
 
 
-def backward_blocks(
-    hidden, kernel, bias, labels, take_part, safe_lse, g, chunk_size, vocab, options
-):
+def backward_blocks(hidden, kernel, bias, labels, take_part, lse, g, chunk_size, vocab, options):
     """The gradients of `sum(g * loss)` for `hidden`, `kernel` and `bias`,
     one recomputed block of logits at a time.
 
     `labels` index this kernel's columns (a label outside them, as on
     another device's shard, matches none); `vocab` is the whole vocabulary
-    (the smoothing's `e / V`). Each block's logits become
+    (the smoothing's `e / V`); `lse` is each row's log-sum-exp (0 on an
+    empty row). Each block's logits become
     `(1 + 2 z lse) softmax - (1 - e) onehot - e/V`, times the cap's
     derivative, at once.
     """
     smoothing = options.label_smoothing
     on_label = 1.0 - smoothing
     # The z-loss scales the softmax part: d(z lse^2)/ds = 2 z lse p.
-    g_probs = g * (1.0 + 2.0 * options.z_loss * safe_lse) if options.z_loss else g
+    g_probs = g * (1.0 + 2.0 * options.z_loss * lse) if options.z_loss else g
 
     def body(start, size, state):
         d_hidden, d_kernel, d_bias = state
         raw = _block_logits(hidden, kernel, bias, start, size, options)
-        # exp may overflow on rows that do not take part; the where keeps
-        # those rows out (their upstream is 0 anyway).
+        # Shifted by the row's own log-sum-exp on every row (an ignored
+        # token's included), so the exp stays <= 1; the where keeps the
+        # rows that take no part out (their upstream is 0 anyway).
         probs = ops.where(
             take_part[:, None],
-            ops.exp(options.cap(raw) - safe_lse[:, None]),
+            ops.exp(options.cap(raw) - lse[:, None]),
             ops.zeros_like(raw),
         )
         d_logits = g_probs[:, None] * probs
@@ -221,14 +238,14 @@ def linear_cross_entropy_kernel(hidden, kernel, bias, labels, counted, chunk_siz
         picked = None
         if options.label_smoothing < 1:
             picked = label_logit(hidden, kernel, bias, labels, options)
-        loss, safe_lse = assemble_loss(lse, take_part, picked, logit_sum, vocab, options)
+        loss = assemble_loss(lse, take_part, picked, logit_sum, vocab, options)
 
         def grad(*args, upstream=None):
             if upstream is None:
                 (upstream,) = args
             g = ops.where(take_part, ops.cast(upstream, "float32"), ops.zeros_like(lse))
             return backward_blocks(
-                hidden, kernel, bias, labels, take_part, safe_lse, g, chunk_size, vocab, options
+                hidden, kernel, bias, labels, take_part, lse, g, chunk_size, vocab, options
             )
 
         return loss, grad

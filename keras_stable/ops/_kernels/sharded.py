@@ -58,9 +58,8 @@ def _combine_logsumexp(running_max, total, axis):
     """The devices' partial `(max, shifted sum)` → the row's `(max, sum)`."""
     row_max = lax.pmax(running_max, axis)
     shift = head.finite_shift(row_max)
-    # A shard with nothing finite has max -inf and sum 0: it adds 0.
-    local_shift = ops.where(ops.isfinite(running_max), running_max - shift, running_max)
-    return row_max, lax.psum(total * ops.exp(local_shift), axis)
+    # A shard with nothing finite (sum 0, max still the sentinel) adds 0.
+    return row_max, lax.psum(head.rescale(total, running_max, shift), axis)
 
 
 def sharded_linear_cross_entropy(hidden, kernel, bias, labels, counted, chunk_size, options, where):
@@ -99,13 +98,13 @@ def sharded_linear_cross_entropy(hidden, kernel, bias, labels, counted, chunk_si
             picked = lax.psum(ops.where(here, picked, ops.zeros_like(picked)), model)
         if options.label_smoothing > 0:
             logit_sum = lax.psum(logit_sum, model)
-        loss, safe_lse = head.assemble_loss(lse, take_part, picked, logit_sum, vocab, options)
-        return loss, safe_lse, take_part
+        loss = head.assemble_loss(lse, take_part, picked, logit_sum, vocab, options)
+        return loss, lse, take_part
 
-    def backward(hidden, kernel, bias, labels, take_part, safe_lse, g):
+    def backward(hidden, kernel, bias, labels, take_part, lse, g):
         mine, _ = local_labels(kernel, labels)
         d_hidden, d_kernel, d_bias = head.backward_blocks(
-            hidden, kernel, bias, mine, take_part, safe_lse, g, chunk_size, vocab, options
+            hidden, kernel, bias, mine, take_part, lse, g, chunk_size, vocab, options
         )
         return lax.psum(d_hidden, model), lax.psum(d_kernel, batch), lax.psum(d_bias, batch)
 
@@ -121,13 +120,13 @@ def sharded_linear_cross_entropy(hidden, kernel, bias, labels, counted, chunk_si
         return forward(hidden, kernel, bias, labels, counted)[0]
 
     def fused_forward(hidden, kernel, bias):
-        loss, safe_lse, take_part = forward(hidden, kernel, bias, labels, counted)
-        return loss, (hidden, kernel, bias, safe_lse, take_part)
+        loss, lse, take_part = forward(hidden, kernel, bias, labels, counted)
+        return loss, (hidden, kernel, bias, lse, take_part)
 
     def fused_backward(saved, upstream):
-        hidden, kernel, bias, safe_lse, take_part = saved
-        g = ops.where(take_part, ops.cast(upstream, "float32"), ops.zeros_like(safe_lse))
-        return backward(hidden, kernel, bias, labels, take_part, safe_lse, g)
+        hidden, kernel, bias, lse, take_part = saved
+        g = ops.where(take_part, ops.cast(upstream, "float32"), ops.zeros_like(lse))
+        return backward(hidden, kernel, bias, labels, take_part, lse, g)
 
     fused.defvjp(fused_forward, fused_backward)
     return fused(hidden, kernel, bias)
