@@ -9,6 +9,8 @@ from keras import ops
 from keras_stable import ops as stable_ops
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_ignore_class
+from keras_stable.common.keras_internals import embedding_matrix
+from keras_stable.common.keras_internals import reverse_embedding_matrix
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import reduce_losses
 from keras_stable.common.serialization import register
@@ -37,11 +39,6 @@ def _check_tied_embedding(layer, vocab_size):
             f"`tied_embedding` {layer.name!r} has input_dim {layer.input_dim}, "
             f"but vocab_size={vocab_size}: a tied head's classes are the "
             "embedding's rows."
-        )
-    if getattr(layer, "quantization_mode", None):
-        raise ValueError(
-            f"`tied_embedding` {layer.name!r} is quantized "
-            f"({layer.quantization_mode}); tie a float embedding."
         )
     return layer
 
@@ -120,7 +117,14 @@ class LinearSoftmaxHead(keras.layers.Layer):
             The tie survives `keras.saving.load_model`, and
             `keras.models.clone_model` / `Model.from_config`, where the
             rebuilt head ties to the rebuilt embedding of the same name
-            upstream of its inputs (a warning where there is none).
+            upstream of its inputs (a warning where there is none). A
+            quantized embedding (`model.quantize("int8")` or `"int4"`
+            quantizes every `Embedding` of the model, before or after the
+            head is built) is read dequantized, at each call, as Keras's
+            `ReversibleEmbedding(reverse=True)` reads it (without
+            quantizing the hidden states: Keras's reverse pass does).
+            `model.quantize` leaves the head's own kernel in float (Keras
+            warns that the layer has no `quantize`).
         label_smoothing: float in [0, 1], as in Keras's
             `CategoricalCrossentropy` (the target is
             `(1 - e) onehot + e / vocab_size`).
@@ -142,8 +146,14 @@ class LinearSoftmaxHead(keras.layers.Layer):
 
     Returns:
         With labels: the per-token losses (float32, 0 where not counted).
-        Without: logits `[..., vocab_size]` in the compute dtype (or the
-        `(values, indices)` of the `top_k`).
+        Without: logits `[..., vocab_size]` (or the `(values, indices)` of
+        the `top_k`), computed and returned in float32 whatever the dtype
+        policy: under `mixed_float16` a float16 logit would overflow to inf
+        past 65504 and lose the differences that sampling reads (Keras's
+        mixed-precision guide keeps a model's softmax output in float32
+        for the same reason). The policy still decides the operands: the
+        hidden states and the weights enter in its compute dtype (Keras's
+        autocast), their products are summed in float32.
 
     Numerical stability:
         The loss is an online log-sum-exp in float32 (also for
@@ -236,20 +246,29 @@ class LinearSoftmaxHead(keras.layers.Layer):
         """The projection's weight: the head's own `(dim, vocab)` kernel, or
         the tied embedding's (`(vocab, dim)` embeddings, or a
         `ReversibleEmbedding(tie_weights=False)`'s `(dim, vocab)` reverse
-        embeddings)."""
+        embeddings). The variable itself, except for a quantized tied
+        embedding: then the matrix its codes stand for (dequantized in
+        float32 from the embedding's current state, as Keras's
+        `ReversibleEmbedding(reverse=True)` does)."""
         tied = self.tied_embedding
         if tied is None:
             return self._kernel
-        return tied.embeddings if _tied_kernel_is_transposed(tied) else tied.reverse_embeddings
+        if _tied_kernel_is_transposed(tied):
+            return embedding_matrix(tied)
+        return reverse_embedding_matrix(tied)
 
     def logits(self, hidden):
-        """The (soft-capped) logits `[..., vocab_size]` in `hidden`'s dtype."""
-        kernel = ops.cast(self.kernel, hidden.dtype)
+        """The (soft-capped) logits `[..., vocab_size]`, computed and
+        returned in float32 (see the class's `Returns:`)."""
+        hidden = ops.cast(hidden, "float32")
+        kernel = ops.cast(self.kernel, "float32")
         if self._options.transpose_kernel:
             kernel = ops.transpose(kernel)
         logits = ops.matmul(hidden, kernel)
         if self.bias is not None:
-            logits = logits + ops.cast(self.bias, hidden.dtype)
+            # Explicit broadcasting (JAX's `jax_numpy_rank_promotion="raise"`).
+            bias = ops.cast(self.bias, "float32")
+            logits = logits + ops.reshape(bias, (1,) * (len(logits.shape) - 1) + (-1,))
         return self._options.cap(logits)
 
     def call(self, hidden, labels=None, mask=None, sample_weight=None):
@@ -292,12 +311,10 @@ class LinearSoftmaxHead(keras.layers.Layer):
         if self.top_k:
             shape = tuple(hidden.shape[:-1]) + (self.top_k,)
             return (
-                keras.KerasTensor(shape, dtype=self.compute_dtype),
+                keras.KerasTensor(shape, dtype="float32"),
                 keras.KerasTensor(shape, dtype="int32"),
             )
-        return keras.KerasTensor(
-            tuple(hidden.shape[:-1]) + (self.vocab_size,), dtype=self.compute_dtype
-        )
+        return keras.KerasTensor(tuple(hidden.shape[:-1]) + (self.vocab_size,), dtype="float32")
 
     def get_config(self):
         config = super().get_config()

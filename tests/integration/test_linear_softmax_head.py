@@ -93,9 +93,81 @@ def test_mixed_precision_trains_finite(policy):
         train.compile(optimizer=keras.optimizers.SGD(0.1), jit_compile=JIT)
         history = train.fit([TOKENS, LABELS], batch_size=8, epochs=2, verbose=0)
         assert np.all(np.isfinite(history.history["loss"]))
-        assert keras.backend.standardize_dtype(predict(TOKENS).dtype) == policy.split("_")[1]
+        # Logits come out in float32 (computed in float32), as the loss does.
+        assert keras.backend.standardize_dtype(predict(TOKENS).dtype) == "float32"
+        assert predict.outputs[0].dtype == "float32"
     finally:
         keras.config.set_dtype_policy("float32")
+
+
+@pytest.mark.parametrize("top_k", [None, 3])
+def test_mixed_float16_logits_past_65504_are_float32_and_exact(top_k):
+    """Under `mixed_float16` the hidden states and weights enter in float16
+    (Keras's autocast), but the logits (and top-k values) are their float32
+    products: 96000 is not inf, and matches float64 to float32's precision."""
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        head = keras_stable.layers.LinearSoftmaxHead(VOCAB, top_k=top_k)
+        hidden = np.full((2, DIM), 200.0, "float32")
+        head.build(hidden.shape)
+        kernel = RNG.uniform(-30.0, 30.0, (DIM, VOCAB)).astype("float32")
+        kernel[:, 5] = 30.0
+        head._kernel.assign(kernel)
+        head.bias.assign(np.linspace(-1.0, 1.0, VOCAB).astype("float32"))
+        out = head(hidden)
+        # The policy's float16 copies of the states and weights, multiplied
+        # and summed in float32.
+        half = [x.astype("float16").astype("float64") for x in (hidden, kernel)]
+        logits = half[0] @ half[1] + np.linspace(-1.0, 1.0, VOCAB).astype("float16")
+        if top_k:
+            out = out[0]
+            logits = np.sort(logits, axis=-1)[..., ::-1][..., :top_k]
+        assert keras.backend.standardize_dtype(out.dtype) == "float32"
+        assert logits.max() > 65504
+        np.testing.assert_allclose(to_numpy(out), logits, rtol=1e-6)
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def test_the_layer_is_quiet_under_the_nan_tools_and_rank_promotion_raise():
+    """Loss and logits of the layer with JAX's `jax_debug_infs`/`debug_nans`
+    and `jax_numpy_rank_promotion="raise"`, or TF's `enable_check_numerics`:
+    no false alarm on valid inputs with logits far past exp's range."""
+    head = keras_stable.layers.LinearSoftmaxHead(VOCAB, chunk_size=10, ignore_class=0)
+    hidden = 40.0 * RNG.normal(size=(4, STEPS, DIM)).astype("float32")
+    head.build(hidden.shape)
+    head.bias.assign(RNG.normal(size=(VOCAB,)).astype("float32"))
+
+    def run():
+        return to_numpy(head(hidden, LABELS[:4])), to_numpy(head(hidden))
+
+    if BACKEND == "jax":
+        import jax
+
+        try:
+            jax.config.update("jax_debug_infs", True)
+            jax.config.update("jax_debug_nans", True)
+            with jax.numpy_rank_promotion("raise"):
+                losses, logits = run()
+        finally:
+            jax.config.update("jax_debug_infs", False)
+            jax.config.update("jax_debug_nans", False)
+    elif BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        tf.debugging.enable_check_numerics()
+        try:
+            losses, logits = run()
+        finally:
+            tf.debugging.disable_check_numerics()
+    else:
+        losses, logits = run()
+    expected = hidden.astype("float64") @ to_numpy(head.kernel) + to_numpy(head.bias)
+    np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-4)
+    m = expected.max(-1, keepdims=True)
+    lse = (m + np.log(np.exp(expected - m).sum(-1, keepdims=True)))[..., 0]
+    picked = np.take_along_axis(expected, LABELS[:4, :, None], -1)[..., 0]
+    np.testing.assert_allclose(losses, np.where(LABELS[:4] == 0, 0.0, lse - picked), rtol=1e-5)
 
 
 def test_bad_arguments():

@@ -5,6 +5,7 @@ one weight in the model and the `.keras` file, the tie kept after loading
 in a fresh process, bad arguments named."""
 
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -215,3 +216,102 @@ def test_bad_tied_embedding_and_options_name_the_argument():
     capped = keras.layers.ReversibleEmbedding(VOCAB, DIM, logit_soft_cap=30.0, name="r")
     with pytest.raises(ValueError, match=r"`logit_soft_cap`=20.0 differs .* 'r'.*=30.0"):
         Head(VOCAB, tied_embedding=capped, logit_soft_cap=20.0)
+
+
+def _quantize(model_or_layer, mode):
+    """`quantize(mode)` without Keras's own warnings: the layers it cannot
+    quantize ("InputLayer does not have a `quantize` method") and its
+    tensor-to-NumPy conversion under NumPy 2.4."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Layer InputLayer does not have a `quantize`")
+        warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
+        model_or_layer.quantize(mode)
+
+
+def _float64_head_loss(hidden, matrix, labels, weights, mask, cap=None):
+    """float64 NumPy: the added loss of a tied head over `(vocab, dim)` `matrix`."""
+    logits = hidden.astype("float64") @ matrix.astype("float64").T
+    if cap is not None:
+        logits = cap * np.tanh(logits / cap)
+    m = logits.max(-1, keepdims=True)
+    lse = (m + np.log(np.exp(logits - m).sum(-1, keepdims=True)))[..., 0]
+    per_token = lse - np.take_along_axis(logits, labels[..., None], -1)[..., 0]
+    return per_token, np.sum(per_token * weights * mask) / np.sum(mask)
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T` on tensors:UserWarning")
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize(
+    "embedding_cls, embed_kwargs",
+    [
+        (keras.layers.Embedding, {}),
+        (keras.layers.ReversibleEmbedding, {"logit_soft_cap": 3.0}),
+        (keras.layers.ReversibleEmbedding, {"tie_weights": False}),
+    ],
+    ids=["Embedding", "ReversibleEmbedding", "untied"],
+)
+def test_tied_head_after_model_quantize_reads_the_dequantized_embedding(
+    mode, embedding_cls, embed_kwargs
+):
+    """`model.quantize` quantizes the tied embedding (not the head): the
+    head's loss and logits are those of the dequantized matrix (float64
+    NumPy), near the float model's, eager and compiled; Keras's own
+    `reverse=True` logits agree up to its quantization of the hidden states."""
+    fused, predict, embed, hidden, tokens = _tied_models(
+        embedding_cls, mask_zero=embedding_cls is keras.layers.Embedding, embed_kwargs=embed_kwargs
+    )
+    float_losses = to_numpy(fused([TOKENS, LABELS, WEIGHTS]))
+    _quantize(fused, mode)
+    assert embed.quantization_mode == mode
+    head = fused.get_layer("head")
+    states = to_numpy(keras.Model(tokens, hidden)(TOKENS))
+    untied = not getattr(embed, "tie_weights", True)
+    matrix = to_numpy(head.kernel).T if untied else to_numpy(embed(np.arange(VOCAB)))
+    mask = (TOKENS != 0) if embedding_cls is keras.layers.Embedding else np.ones(TOKENS.shape)
+    cap = embed_kwargs.get("logit_soft_cap")
+    per_token, expected = _float64_head_loss(states, matrix, LABELS, WEIGHTS, mask, cap)
+
+    losses = to_numpy(fused([TOKENS, LABELS, WEIGHTS]))
+    np.testing.assert_allclose(losses, per_token, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(fused.losses[0]), expected, rtol=1e-5)
+    np.testing.assert_allclose(losses, float_losses, atol=0.05 if mode == "int8" else 0.5)
+    fused.compile(jit_compile=JIT)
+    evaluated = fused.evaluate([TOKENS, LABELS, WEIGHTS], batch_size=8, verbose=0)
+    np.testing.assert_allclose(evaluated, expected, rtol=1e-5)
+    logits = states.astype("float64") @ matrix.T.astype("float64")
+    logits = logits if cap is None else cap * np.tanh(logits / cap)
+    np.testing.assert_allclose(to_numpy(predict(TOKENS)), logits, rtol=1e-5, atol=1e-5)
+    if embedding_cls is keras.layers.ReversibleEmbedding:
+        keras_logits = to_numpy(keras.Model(tokens, embed(hidden, reverse=True))(TOKENS))
+        np.testing.assert_allclose(keras_logits, logits, atol=0.05)
+
+
+def test_an_embedding_quantized_before_the_head_is_built_is_tied():
+    keras.utils.set_random_seed(0)
+    embed = keras.layers.Embedding(VOCAB, DIM, name="embed")
+    embed.build()
+    _quantize(embed, "int8")
+    head = keras_stable.layers.LinearSoftmaxHead(VOCAB, tied_embedding=embed, use_bias=False)
+    states = RNG.normal(size=(4, DIM)).astype("float32")
+    labels = RNG.integers(0, VOCAB, (4,)).astype("int32")
+    matrix = to_numpy(embed(np.arange(VOCAB)))
+    per_token, _ = _float64_head_loss(states, matrix, labels, 1.0, 1.0)
+    np.testing.assert_allclose(to_numpy(head(states, labels)), per_token, rtol=1e-5, atol=1e-6)
+    assert [w.path for w in head.weights] == ["embed/embeddings", "embed/embeddings_scale"]
+
+
+def test_model_quantize_leaves_an_untied_head_in_float():
+    """The head is not a `Dense`: `model.quantize` warns, as Keras does for
+    any layer without `quantize`, and leaves its kernel and numbers as they
+    were."""
+    keras.utils.set_random_seed(0)
+    tokens = keras.Input((STEPS,), dtype="int32")
+    hidden = keras.layers.Dense(DIM, name="mix")(keras.layers.Embedding(VOCAB, DIM)(tokens))
+    head = keras_stable.layers.LinearSoftmaxHead(VOCAB, name="head")
+    model = keras.Model(tokens, head(hidden))
+    before = to_numpy(model(TOKENS))
+    with pytest.warns(UserWarning, match="LinearSoftmaxHead does not have a `quantize`"):
+        _quantize(model, "int8")
+    assert model.get_layer("mix").quantization_mode == "int8"
+    assert keras.backend.standardize_dtype(head.kernel.dtype) == "float32"
+    np.testing.assert_allclose(to_numpy(model(TOKENS)), before, atol=0.05)
