@@ -7,6 +7,7 @@ decided from the lengths alone, never from an overflowing sum.
 
 import numbers
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -80,6 +81,23 @@ def check_mask_index(mask_index, num_classes):
     return int(mask_index)
 
 
+def _dim(x, axis):
+    """The size of `x` along `axis`: static where known, else a scalar
+    tensor (a label or frame count padded per batch, on TensorFlow)."""
+    size = static_shape(x)[axis]
+    return ops.shape(x)[axis] if size is None else size
+
+
+def _symbolic(logits, *tensors):
+    """The `(batch,)` KerasTensor of the losses when an input is symbolic
+    (`keras.Input`), else None: only the shape and dtype are asked for."""
+    if not any(isinstance(t, keras.KerasTensor) for t in (logits, *tensors)):
+        return None
+    batches = [static_shape(t)[0] for t in (logits, *tensors) if t is not None]
+    batch = next((b for b in batches if b is not None), None)
+    return keras.KerasTensor((batch,), dtype=dtype_of(logits))
+
+
 def ctc_loss_over_frames(
     target, logits, target_length, frames, mask_index, zero_infinity, output_length=None
 ):
@@ -89,16 +107,25 @@ def ctc_loss_over_frames(
     recursion passes over the others unchanged, so a padded frame anywhere
     (the Keras mask of a model output) is not read. `logits` is float32 or
     float64; `target` int32; `target_length` int32. Shapes are checked by
-    the caller. `output_length` (int32 `(batch,)`), when the frames are
-    the first `output_length` of each sample, lets PyTorch run torch's own
-    CTC where it gives the same values (`torch_native.native_ctc_loss`).
+    the caller; `max_label_length` and `time` may be unknown until run time.
+    `output_length` (int32 `(batch,)`), when the frames are the first
+    `output_length` of each sample, lets PyTorch run torch's own CTC where
+    it gives the same values (`torch_native.native_ctc_loss`).
     """
-    batch, max_label = static_shape(target)[0], static_shape(target)[1]
-    if batch is None:
-        batch = ops.shape(target)[0]
+    symbolic = _symbolic(logits, target, target_length, frames, output_length)
+    if symbolic is not None:
+        return symbolic
+    # Entries past a label's length are ignored, whatever they hold (-1, a
+    # class out of range): the blank stands in for them, so the gather of
+    # the emissions reads only classes of `logits`.
+    position = ops.expand_dims(ops.arange(_dim(target, 1), dtype="int32"), 0)
+    in_label = ops.less(position, ops.expand_dims(target_length, 1))  # (B, L)
+    target = ops.where(in_label, target, ops.full_like(target, mask_index))
     # A label may follow the previous label directly (skipping the blank
-    # between them) unless the two are equal: `[1, 1]` needs a blank.
-    different = ops.not_equal(target[:, 1:], target[:, :-1])  # (B, L-1)
+    # between them) unless the two are equal: `[1, 1]` needs a blank. The
+    # first label has no previous one (compared with itself: no skip).
+    previous = ops.concatenate([target[:, :1], target[:, :-1]], axis=1)
+    skips = ops.not_equal(target, previous)  # (B, L)
 
     log_likelihood = None
     if output_length is not None and _kernels.kernels_enabled():
@@ -107,30 +134,35 @@ def ctc_loss_over_frames(
         )
         log_likelihood = None if loss is None else -loss
     if log_likelihood is None:
-        log_likelihood = _log_likelihood(
-            target, logits, target_length, frames, mask_index, different, batch
-        )
+        log_likelihood = _log_likelihood(target, logits, target_length, frames, mask_index, skips)
     # Rounding can put a near-certain alignment a few ulp above log(1).
     loss = ops.where(ops.less(log_likelihood, 0), -log_likelihood, ops.zeros_like(log_likelihood))
 
     # Feasible iff the frames cover the labels plus one blank between each
     # pair of equal neighbours.
-    repeats = ops.zeros_like(target_length)
-    if max_label > 1:
-        in_label = ops.less(ops.arange(1, max_label), ops.expand_dims(target_length, 1))
-        repeated = ops.logical_and(ops.logical_not(different), in_label)
-        repeats = ops.sum(ops.cast(repeated, "int32"), axis=1)
+    repeated = ops.logical_and(
+        ops.logical_and(ops.logical_not(skips), ops.greater(position, 0)), in_label
+    )
+    repeats = ops.sum(ops.cast(repeated, "int32"), axis=1)
     n_frames = ops.sum(ops.cast(frames, "int32"), axis=1)
     feasible = ops.less_equal(target_length + repeats, n_frames)
-    infeasible_value = 0.0 if zero_infinity else float("inf")
-    return ops.where(feasible, loss, ops.full_like(loss, infeasible_value))
+    if zero_infinity:
+        return ops.where(feasible, loss, ops.zeros_like(loss))
+    # `+inf` made where a sample is infeasible only (`1 / 0`), not a
+    # tensor of infinities for every sample: on feasible samples no
+    # intermediate is inf (`jax.debug_infs`, TF's `enable_check_numerics`).
+    # The select keeps the gradient of an infeasible sample exactly 0.
+    return ops.divide(
+        ops.where(feasible, loss, ops.ones_like(loss)), ops.cast(feasible, dtype_of(loss))
+    )
 
 
-def _log_likelihood(target, logits, target_length, frames, mask_index, different, batch):
+def _log_likelihood(target, logits, target_length, frames, mask_index, skips):
     """The portable formulation: the forward recursion over the extended
     label (`_kernels.ctc_log_likelihood`), `(batch,)` log-likelihoods."""
     dtype = dtype_of(logits)
-    max_label = static_shape(target)[1]
+    batch, max_label = _dim(target, 0), _dim(target, 1)
+    time, classes = _dim(logits, 1), _dim(logits, 2)
     states = 2 * max_label + 1
     unreachable = ops.cast(UNREACHABLE, dtype)
 
@@ -146,25 +178,22 @@ def _log_likelihood(target, logits, target_length, frames, mask_index, different
     # The extended label: blank, l1, blank, l2, ..., lL, blank.
     blanks = ops.full_like(target, mask_index)
     extended = ops.reshape(ops.stack([blanks, target], axis=-1), (batch, 2 * max_label))
-    extended = ops.concatenate([extended, ops.full((batch, 1), mask_index, "int32")], axis=1)
+    last_blank = ops.expand_dims(ops.full_like(target_length, mask_index), 1)
+    extended = ops.concatenate([extended, last_blank], axis=1)
     # The emissions, time-major `(T, B, S)`: whole rows of the frames of
     # each (sample, class) gathered, whose gradient is a scatter of `B * S`
     # rows (an elementwise `take_along_axis` scatters `B * T * S` numbers:
     # 3x slower under XLA on a CPU).
-    time, classes = static_shape(logits)[1], static_shape(logits)[2]
     rows = ops.reshape(ops.transpose(log_probs, (0, 2, 1)), (-1, time))  # (B * C, T)
     first_row = ops.expand_dims(ops.arange(batch, dtype="int32") * classes, 1)
     emissions = ops.take(rows, ops.reshape(first_row + extended, (-1,)), axis=0)
     emissions = ops.transpose(ops.reshape(emissions, (-1, states, time)), (2, 0, 1))
 
-    # skip[s] for s = 2i + 1 (label i >= 1) is l_i != l_{i-1}; blanks and
-    # the first label never skip.
-    no = ops.zeros((batch, 3), "bool")
-    if max_label > 1:
-        skip = ops.stack([different, ops.zeros_like(different)], axis=-1)
-        skip = ops.concatenate([no, ops.reshape(skip, (batch, 2 * max_label - 2))], axis=1)
-    else:
-        skip = no[:, :states]
+    # The state of label i (2i + 1) may be entered from two states back
+    # where `skips[i]`; blanks never skip.
+    skip = ops.reshape(ops.stack([ops.zeros_like(skips), skips], axis=-1), (batch, 2 * max_label))
+    no_skip = ops.expand_dims(ops.zeros_like(target_length, dtype="bool"), 1)
+    skip = ops.concatenate([skip, no_skip], axis=1)
     skip_bias = ops.where(skip, ops.zeros((), dtype), unreachable)
     return ctc_log_likelihood(emissions, frames, skip_bias, target_length)
 
@@ -236,9 +265,11 @@ def ctc_loss(target, output, target_length, output_length, mask_index=0, *, zero
     _check_host_lengths(host_output_length, "output_length", static_shape(output)[1], "max_time")
     mask_index = check_mask_index(mask_index, static_shape(output)[2])
     logits = ops.cast(output, compute_dtype_of(dtype_of(output)))
-    time = static_shape(output)[1]
+    symbolic = _symbolic(logits, target, target_length, output_length)
+    if symbolic is not None:
+        return symbolic
     frames = ops.less(
-        ops.expand_dims(ops.arange(time, dtype="int32"), 0),
+        ops.expand_dims(ops.arange(_dim(output, 1), dtype="int32"), 0),
         ops.expand_dims(ops.cast(output_length, "int32"), 1),
     )
     return ctc_loss_over_frames(

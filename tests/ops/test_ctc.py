@@ -11,6 +11,9 @@ from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import finite_difference
 from tests.backend_utils import jax_planned_bytes
+from tests.backend_utils import only_jax
+from tests.backend_utils import only_tensorflow
+from tests.backend_utils import portable
 from tests.backend_utils import tensor
 from tests.backend_utils import to_numpy
 from tests.backend_utils import value
@@ -245,6 +248,127 @@ def test_bad_input(kwargs, message):
         ops.ctc_loss(**args)
 
 
+@pytest.mark.parametrize("blank", [0, 4])
+@pytest.mark.parametrize("pad", [-1, 5, 1000])
+def test_entries_past_the_target_length_are_ignored_whatever_they_hold(pad, blank):
+    # Issue 38: padding of a class out of range (>= num_classes) gave 0
+    # on JAX (an out-of-range gather) and raised on TF eager; -1 and 0
+    # worked. The blank stands in for every entry past the length.
+    target, logits, tl, ol = _batch(seed=10, blank=blank)
+    padded = np.where(np.arange(4)[None, :] < tl[:, None], target, pad).astype("int32")
+    out, grad = _check(padded, logits, tl, ol, blank)
+    clean = np.where(np.arange(4)[None, :] < tl[:, None], target, 1).astype("int32")
+    for mode in MODES:
+        v, (g,) = vjp(_fn(clean, tl, ol, blank), [logits], mode=mode)
+        np.testing.assert_array_equal(out, v)
+        assert_close(grad, g, "float32", mode, tol=(1e-6, 1e-7))
+    with portable():  # torch: the native path above, the portable one here
+        v, (g,) = vjp(_fn(padded, tl, ol, blank), [logits])
+    assert_close(out, v, "float32", "portable value")
+    assert_close(grad, g, "float32", "portable gradient")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("known", [True, False])
+def test_symbolic_inputs_give_the_losses_spec(known, dtype):
+    # Issue 38: KerasTensors crashed on every backend (`keras.ops.ctc_loss`
+    # gives a `(batch,)` KerasTensor); unknown batch, label and time too.
+    batch, label, time = (4, 3, 6) if known else (None, None, None)
+    args = (
+        keras.KerasTensor((batch, label), dtype="int32"),
+        keras.KerasTensor((batch, time, 5), dtype=dtype),
+        keras.KerasTensor((batch,), dtype="int32"),
+        keras.KerasTensor((batch,), dtype="int32"),
+    )
+    out = ops.ctc_loss(*args)
+    assert isinstance(out, keras.KerasTensor)
+    assert tuple(out.shape) == (batch,) and out.dtype == "float32"
+    assert tuple(keras.ops.ctc_loss(*args).shape) == (batch,)
+
+
+def _quiet_check(run_modes, zero_infinity):
+    """Values and gradients of the op on a batch of feasible samples (a
+    finite result), whatever `zero_infinity` says about infeasible ones."""
+    target, logits, tl, ol = _batch(seed=11)
+    ol = np.array([9, 5, 0, 3, 6, 1], "int32")  # every sample feasible
+    assert ref.ctc_feasible(target, tl, ol).all()
+    expected, expected_grad = ref.ctc_loss(target, logits, tl, ol, 0, zero_infinity)
+    for out, (grad,) in run_modes(_fn(target, tl, ol, zero_infinity=zero_infinity), [logits]):
+        assert_close(out, expected, "float32", "value")
+        assert_close(grad, expected_grad, "float32", "gradient", tol=(1e-5, 1e-6))
+
+
+@only_jax
+@pytest.mark.parametrize("zero_infinity", [True, False])
+def test_jax_rank_promotion_raise_and_debug_infs_are_silent(zero_infinity):
+    # Issue 38: the posteriors subtracted a (B, 1) log-likelihood from
+    # (T, B, S) variables (implicit rank promotion), and
+    # `zero_infinity=False` built a tensor of +inf for every sample.
+    import jax
+
+    flags = {"jax_numpy_rank_promotion": "raise", "jax_debug_infs": True, "jax_debug_nans": True}
+    old = {k: getattr(jax.config, k) for k in flags}
+    try:
+        for k, v in flags.items():
+            jax.config.update(k, v)
+        _quiet_check(lambda fn, args: [vjp(fn, args, mode=mode) for mode in MODES], zero_infinity)
+    finally:
+        for k, v in old.items():
+            jax.config.update(k, v)
+
+
+@only_tensorflow
+@pytest.mark.parametrize("zero_infinity", [True, False])
+def test_tf_check_numerics_is_silent(zero_infinity):
+    # TF's check_numerics instruments eager ops and graphs; XLA cannot
+    # compile its ops, so the graph runs without XLA.
+    import tensorflow as tf
+
+    tf.debugging.enable_check_numerics()
+    try:
+        _quiet_check(
+            lambda fn, args: [vjp(fn, args, mode=mode) for mode in ("eager", "graph")],
+            zero_infinity,
+        )
+    finally:
+        tf.debugging.disable_check_numerics()
+
+
+@only_tensorflow
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_tensorflow_label_and_time_lengths_unknown_until_run_time(jit_compile):
+    # Issue 38: `2 * max_label + 1` of a `None` label length raised a
+    # TypeError (a `padded_batch` pipeline, `Input(shape=(None,))` labels);
+    # Keras's TF `scan` also fails on a second sequence of unknown length.
+    import tensorflow as tf
+
+    target, logits, tl, ol = _batch(seed=12)
+    signature = [
+        tf.TensorSpec((None, None), tf.int32),
+        tf.TensorSpec((None, None, None), tf.float32),
+        tf.TensorSpec((None,), tf.int32),
+        tf.TensorSpec((None,), tf.int32),
+    ]
+
+    @tf.function(input_signature=signature, jit_compile=jit_compile)
+    def value_and_grad(target, logits, tl, ol):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            loss = ops.ctc_loss(target, logits, tl, ol)
+        return loss, tape.gradient(loss, logits)
+
+    expected, expected_grad = ref.ctc_loss(target, logits, tl, ol)
+    for cut in (4, 2, 0):  # labels padded to different lengths, one trace
+        out, grad = value_and_grad(target[:, :cut], logits, np.minimum(tl, cut), ol)
+        if cut == 4:
+            assert_close(to_numpy(out), expected, "float32", "value")
+            assert_close(to_numpy(grad), expected_grad, "float32", "gradient", tol=(1e-5, 1e-6))
+        else:
+            expected_cut, _ = ref.ctc_loss(target[:, :cut], logits, np.minimum(tl, cut), ol)
+            assert_close(to_numpy(out), expected_cut, "float32", f"labels cut at {cut}")
+    assert value_and_grad.experimental_get_tracing_count() == 1
+
+
 @pytest.mark.skipif(BACKEND == "torch", reason="torch runs eagerly")
 def test_compiled_long_sequence_matches_reference():
     target, logits, tl, ol = _batch(seed=9, batch=2, time=60, classes=6, max_label=12)
@@ -267,8 +391,10 @@ def test_backward_carrying_ahead_is_the_in_step_recursion_bit_for_bit(padded):
         frames[7:, 0] = frames[::2, 1] = False
     frames = tensor(frames)
     skip = np.where(rng.uniform(size=(batch, states)) < 0.5, 0.0, kernel.UNREACHABLE)
-    skip_next = kernel._shift_left(tensor(skip.astype("float32")), 2)
-    final = kernel._final_states(tensor(np.array([4, 3, 2], "int32")), states, "float32")
+    skip = tensor(skip.astype("float32"))
+    skip_next = kernel._shift_left(skip, 2)
+    index = kernel._states_index(skip)
+    final = kernel._final_states(tensor(np.array([4, 3, 2], "int32")), index, "float32")
     in_step = to_numpy(kernel._backward_in_step(emissions, frames, final, skip_next))
     ahead = to_numpy(kernel._backward_ahead(emissions, frames, final, skip_next))
     np.testing.assert_array_equal(ahead, in_step)

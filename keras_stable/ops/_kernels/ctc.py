@@ -35,17 +35,41 @@ def _logsumexp3(a, b, c):
 
 
 def _shift_right(x, k):
-    """`x[:, s - k]` (UNREACHABLE for `s < k`), static shapes."""
-    states = static_shape(x)[1]
+    """`x[:, s - k]` (UNREACHABLE for `s < k`); the number of states may be
+    unknown until run time (a label padded per batch on TensorFlow)."""
     pad = ops.full((ops.shape(x)[0], k), UNREACHABLE, dtype_of(x))
-    return ops.concatenate([pad, x[:, : max(states - k, 0)]], axis=1)[:, :states]
+    return ops.concatenate([pad, x], axis=1)[:, :-k]
 
 
 def _shift_left(x, k):
-    """`x[:, s + k]` (UNREACHABLE for `s + k >= S`), static shapes."""
-    states = static_shape(x)[1]
+    """`x[:, s + k]` (UNREACHABLE for `s + k >= S`), as `_shift_right`."""
     pad = ops.full((ops.shape(x)[0], k), UNREACHABLE, dtype_of(x))
-    return ops.concatenate([x[:, k:], pad], axis=1)[:, -states:]
+    return ops.concatenate([x, pad], axis=1)[:, k:]
+
+
+def _states_index(skip_bias):
+    """`[[0, 1, ..., S - 1]]` for the `S` states of `skip_bias` `(B, S)`,
+    `S` static or not."""
+    states = static_shape(skip_bias)[1]
+    if states is None:
+        states = ops.shape(skip_bias)[1]
+    return ops.expand_dims(ops.arange(states, dtype="int32"), 0)
+
+
+def _scan(step, init, emissions, frames, reverse=False):
+    """`ops.scan(step, init, (emissions, frames), reverse=reverse)`, also
+    where the number of frames is unknown until run time (TensorFlow, a
+    batch padded per batch): Keras's TensorFlow `scan` then fails on a
+    second sequence (it checks its length against `None`), so the frame
+    flags travel as one more column of the emissions."""
+    if static_shape(emissions)[0] is not None:
+        return ops.scan(step, init, (emissions, frames), reverse=reverse)
+    packed = ops.concatenate([emissions, ops.cast(frames, dtype_of(emissions))], axis=-1)
+
+    def packed_step(carry, inputs):
+        return step(carry, (inputs[..., :-1], ops.greater(inputs[..., -1:], 0)))
+
+    return ops.scan(packed_step, init, packed, reverse=reverse)
 
 
 def _forward(emissions, frames, skip_bias):
@@ -57,11 +81,10 @@ def _forward(emissions, frames, skip_bias):
     variables unchanged, so the readout after the last frame is the
     readout after the last input frame.
     """
-    batch, states = ops.shape(skip_bias)[0], static_shape(skip_bias)[1]
-    dtype = dtype_of(emissions)
-    start = ops.concatenate(
-        [ops.zeros((batch, 1), dtype), ops.full((batch, states - 1), UNREACHABLE, dtype)],
-        axis=1,
+    start = ops.where(
+        ops.equal(_states_index(skip_bias), 0),
+        ops.zeros_like(skip_bias),
+        ops.full_like(skip_bias, UNREACHABLE),
     )
 
     def step(alpha, inputs):
@@ -70,13 +93,13 @@ def _forward(emissions, frames, skip_bias):
         alpha = ops.where(frame, new + emission, alpha)
         return alpha, alpha
 
-    _, alphas = ops.scan(step, start, (emissions, frames))
+    _, alphas = _scan(step, start, emissions, frames)
     return alphas
 
 
-def _final_states(target_length, states, dtype):
-    """0 on the last label and the blank after it, UNREACHABLE elsewhere."""
-    index = ops.expand_dims(ops.arange(states, dtype="int32"), 0)
+def _final_states(target_length, index, dtype):
+    """0 on the last label and the blank after it, UNREACHABLE elsewhere
+    (`index` the states' indices, `(1, S)`)."""
     last = ops.expand_dims(2 * target_length, 1)
     final = ops.logical_or(
         ops.equal(index, last),
@@ -101,7 +124,7 @@ def _backward_in_step(emissions, frames, final, skip_next):
         emission, frame = inputs
         return _next_gamma(gamma + emission, gamma, frame, skip_next), gamma
 
-    return ops.scan(step, final, (emissions, frames), reverse=True)[1]
+    return _scan(step, final, emissions, frames, reverse=True)[1]
 
 
 def _backward_ahead(emissions, frames, final, skip_next):
@@ -122,7 +145,7 @@ def _backward_ahead(emissions, frames, final, skip_next):
         gamma = _next_gamma(ahead, gamma_after, next_frame, skip_next)
         return (gamma, gamma + emission), gamma
 
-    return ops.scan(step, (final, final), (emissions, later), reverse=True)[1]
+    return _scan(step, (final, final), emissions, later, reverse=True)[1]
 
 
 def _posteriors(alphas, emissions, frames, skip_bias, final, log_likelihood):
@@ -136,7 +159,7 @@ def _posteriors(alphas, emissions, frames, skip_bias, final, log_likelihood):
         gammas = _backward_ahead(emissions, frames, final, skip_next)
     # Rounding may put the exponent a few ulp above 0; capping it keeps the
     # posterior a probability.
-    exponent = minimum(alphas + gammas - ops.expand_dims(log_likelihood, 1), 0.0)
+    exponent = minimum(alphas + gammas - ops.reshape(log_likelihood, (1, -1, 1)), 0.0)
     return ops.where(frames, ops.exp(exponent), ops.zeros_like(exponent))
 
 
@@ -158,13 +181,13 @@ def ctc_log_likelihood(emissions, frames, skip_bias, target_length):
         `(B,)` log-likelihoods: finite; about UNREACHABLE for a sample
         without an alignment (the caller decides from the lengths).
     """
-    states = static_shape(skip_bias)[1]
+    index = _states_index(skip_bias)
     frames = ops.expand_dims(ops.transpose(frames), -1)  # (T, B, 1)
 
     @ops.custom_gradient
     def log_likelihood(emissions):
         alphas = _forward(emissions, frames, skip_bias)
-        final = _final_states(target_length, states, dtype_of(emissions))
+        final = _final_states(target_length, index, dtype_of(emissions))
         value = ops.logsumexp(alphas[-1] + final, axis=1)
 
         def grad(*args, upstream=None):
