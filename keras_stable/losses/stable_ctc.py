@@ -1,8 +1,11 @@
 """CTC loss of a sequence model: padded frames are not input, no NaN batch."""
 
+import warnings
+
 from keras import ops
 
 from keras_stable.common.checks import check_bool
+from keras_stable.common.checks import exposed_logits
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
@@ -102,7 +105,35 @@ class StableCTC(StableLoss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self.zero_infinity = check_bool(zero_infinity, "zero_infinity")
 
+    # Whether this instance has warned that `y_pred` came from a softmax.
+    _warned_probabilities = False
+
+    def _warn_if_probabilities(self, y_pred):
+        """Warns once per instance when `y_pred` is a softmax output.
+
+        Both Keras CTC tutorials end their model with a softmax (for
+        `keras.backend.ctc_batch_cost`, which reads probabilities); this
+        loss, like `keras.losses.CTC`, reads logits, and the log-softmax of
+        probabilities is not their logarithm: the loss and its gradient
+        are wrong, with no error. Keras marks an activation's output
+        (`common.checks.exposed_logits`); inside `jax.jit` the tensors
+        carry no mark and nothing is said.
+        """
+        if self._warned_probabilities or exposed_logits(y_pred) is None:
+            return
+        self._warned_probabilities = True
+        warnings.warn(
+            f"`{type(self).__name__}` reads `y_pred` as logits (as "
+            "`keras.losses.CTC` does), but its input was produced by a "
+            "softmax or sigmoid activation: the loss and its gradient are "
+            "those of probabilities read as logits, not the CTC loss of the "
+            "model. Remove the activation (the loss applies the log-softmax "
+            "itself), or pass `keras.ops.log` of the probabilities.",
+            stacklevel=5,
+        )
+
     def _losses(self, y_true, y_pred, frames):
+        self._warn_if_probabilities(y_pred)
         y_true = ops.convert_to_tensor(y_true)
         y_pred = ops.convert_to_tensor(y_pred)
         _check_inputs(y_true, y_pred, frames)
@@ -112,7 +143,7 @@ class StableCTC(StableLoss):
         output_length = None
         if frames is None:
             # Every frame is input: the first `max_time` of each sample.
-            frames = ops.ones(ops.shape(logits)[:2], "bool")
+            frames = ops.ones_like(logits[:, :, 0], dtype="bool")
             output_length = ops.sum(ops.cast(frames, "int32"), axis=1)
         elif dtype_of(frames) != "bool":
             frames = ops.greater(frames, 0)

@@ -1,6 +1,8 @@
 """`keras_stable.losses.StableCTC`: Keras's CTC where Keras is right, the
 Keras mask of `y_pred` as the input lengths, infeasible samples as 0."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -9,6 +11,8 @@ import keras_stable
 from tests import reference_sequences as ref
 from tests.backend_utils import BACKEND
 from tests.backend_utils import assert_close
+from tests.backend_utils import only_jax
+from tests.backend_utils import only_tensorflow
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp_all_modes
 from tests.harness import common
@@ -188,3 +192,115 @@ def test_bad_input(y_true, y_pred, message):
         keras_stable.losses.StableCTC()(y_true.astype("int32"), y_pred.astype("float32"))
     with pytest.raises(ValueError, match="`zero_infinity` must be a bool"):
         keras_stable.losses.StableCTC(zero_infinity="yes")
+
+
+def _softmax_warnings(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn()
+    return [w for w in caught if "softmax" in str(w.message)], result
+
+
+def test_a_softmax_output_warns_once_per_instance():
+    # Issue 38: both Keras CTC tutorials end the model with a softmax; the
+    # loss reads logits (as keras.losses.CTC does) and was silently off.
+    y_true, logits = _batch(5)
+    probs = keras.activations.softmax(keras.ops.convert_to_tensor(logits))
+    loss = keras_stable.losses.StableCTC()
+    caught, value = _softmax_warnings(lambda: loss(y_true, probs))
+    assert len(caught) == 1 and "StableCTC" in str(caught[0].message)
+    assert _softmax_warnings(lambda: loss(y_true, probs))[0] == []
+    # The numbers are unchanged: those of the same values read as logits.
+    plain = keras.ops.convert_to_tensor(to_numpy(probs).astype("float32"))
+    assert_close(to_numpy(value), to_numpy(loss(y_true, plain)), "float32")
+    assert len(_softmax_warnings(lambda: keras_stable.losses.StableCTC()(y_true, probs))[0]) == 1
+    fresh = keras_stable.losses.StableCTC()
+    assert _softmax_warnings(lambda: fresh(y_true, logits))[0] == []
+
+
+def test_a_softmax_model_warns_and_a_logits_model_does_not():
+    y_true, _ = _batch(6)
+    x = np.random.default_rng(6).normal(size=(5, TIME, 2)).astype("float32")
+    for activation, expected in (("softmax", 1), (None, 0)):
+        inputs = keras.Input((TIME, 2))
+        model = keras.Model(inputs, keras.layers.Dense(CLASSES, activation=activation)(inputs))
+        loss = keras_stable.losses.StableCTC()
+        caught, _ = _softmax_warnings(lambda: loss(y_true, model(x)))  # noqa: B023
+        assert len(caught) == expected, activation
+
+
+@only_tensorflow
+def test_a_softmax_warns_in_a_tensorflow_graph():
+    """In a `tf.function` (TF's `fit`) the mark is the `Softmax` op."""
+    import tensorflow as tf
+
+    y_true, logits = _batch(7)
+    loss = keras_stable.losses.StableCTC()
+    value = tf.function(lambda x: loss(y_true, keras.activations.softmax(x)))
+    caught, _ = _softmax_warnings(lambda: value(tf.constant(logits)))
+    assert len(caught) == 1
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_symbolic_call(known):
+    batch, label, time = (5, 3, TIME) if known else (None, None, None)
+    y_true = keras.KerasTensor((batch, label), dtype="int32")
+    y_pred = keras.KerasTensor((batch, time, CLASSES), dtype="float32")
+    values = keras_stable.losses.StableCTC(reduction="none")(y_true, y_pred)
+    assert tuple(values.shape) == (batch,) and values.dtype == "float32"
+    assert tuple(keras_stable.losses.StableCTC()(y_true, y_pred).shape) == ()
+
+
+@only_tensorflow
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_fit_on_a_padded_batch_pipeline(jit_compile):
+    """Issue 38: the ASR tutorial's `padded_batch` labels and
+    `Input(shape=(None, features))` frames: label and time lengths are
+    unknown until run time."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(8)
+    xs = [rng.normal(size=(n, 3)).astype("float32") for n in (7, 9, 8, 10, 6, 9)]
+    ys = [rng.integers(1, CLASSES, size=(m,)).astype("int32") for m in (2, 3, 1, 3, 2, 3)]
+    data = tf.data.Dataset.from_tensor_slices(
+        (tf.ragged.constant(xs, ragged_rank=1), tf.ragged.constant(ys))
+    )
+    data = data.map(lambda x, y: (x, y)).padded_batch(3).repeat()
+    keras.utils.set_random_seed(8)
+    inputs = keras.Input((None, 3))
+    model = keras.Model(inputs, keras.layers.Dense(CLASSES)(inputs))
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.1),
+        loss=keras_stable.losses.StableCTC(),
+        jit_compile=jit_compile,
+    )
+    history = model.fit(data, steps_per_epoch=2, epochs=3, verbose=0, shuffle=False)
+    assert np.all(np.isfinite(history.history["loss"]))
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    # The same losses as for the static shapes of each batch.
+    x, y = next(iter(data))
+    expected = keras_stable.losses.StableCTC()(y.numpy(), model(x.numpy()))
+    assert_close(to_numpy(model.compute_loss(x, y, model(x))), to_numpy(expected), "float32")
+
+
+@only_jax
+def test_jax_rank_promotion_raise_and_debug_infs_are_silent():
+    """Issue 38: StableCTC relied on implicit rank promotion (the
+    posteriors of the kernel), eager and jitted."""
+    import jax
+
+    y_true, logits = _batch(9)
+    expected, expected_grad = _reference(y_true, logits)
+    flags = {"jax_numpy_rank_promotion": "raise", "jax_debug_infs": True, "jax_debug_nans": True}
+    old = {k: getattr(jax.config, k) for k in flags}
+    try:
+        for k, v in flags.items():
+            jax.config.update(k, v)
+        for zero_infinity in (True, False):
+            loss = keras_stable.losses.StableCTC(zero_infinity=zero_infinity, reduction="sum")
+            out, (grad,) = vjp_all_modes(lambda yp, loss=loss: loss(y_true, yp), [logits])
+            assert_close(out, np.sum(expected), "float32", "value")
+            assert_close(grad, expected_grad, "float32", "gradient")
+    finally:
+        for k, v in old.items():
+            jax.config.update(k, v)
