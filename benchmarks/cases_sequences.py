@@ -13,6 +13,7 @@ candidate computes a finite loss and the rows compare cost only. CTC sizes
 import numpy as np
 from case import Case
 from case import K
+from case import labelled_like
 from case import stable_class
 
 CTC_SIZES = {"S": (8, 50, 16, 10), "M": (32, 200, 64, 40), "L": (8, 1000, 32, 200)}
@@ -46,6 +47,24 @@ def build_ctc_loss(shape, dtype, rng):
     return [labels, logits], 1
 
 
+def build_ctc_masked(shape, dtype, rng):
+    """`(y_true, y_pred, target_length, output_length)`: the logits of
+    each sample's frames past its random length in `[3T/4, T]` are all 0,
+    the frames a `Masking(0.0)` layer marks as padding."""
+    (labels, logits, lengths, _), _ = build_ctc(shape, dtype, rng)
+    time = logits.shape[1]
+    frames = rng.integers(3 * time // 4, time + 1, len(logits)).astype("int32")
+    logits[np.arange(time)[None, :] >= frames[:, None]] = 0.0
+    return [labels, logits, lengths, frames], 1
+
+
+def masked_stable_ctc(m):
+    """`StableCTC` of logits whose padded frames a `Masking` layer marks
+    (the layer is part of the measured call)."""
+    loss, masking = m.ks.losses.StableCTC(), K(m).layers.Masking(0.0)
+    return lambda y, p, tl, n: loss(y, masking(p))
+
+
 def build_masks(shape, dtype, rng):
     """A binary target mask and a predicted mask in (0, 1)."""
     y_true = (rng.uniform(size=shape) < 0.3).astype("float32")
@@ -77,6 +96,22 @@ def sequence_cases():
             build_ctc_loss,
             stable_class("losses", "StableCTC"),
             {"keras.losses.CTC": lambda m: K(m).losses.CTC()},
+        ),
+        Case(
+            # Frames padded per sample, as a Keras mask says: Keras's
+            # `CTC` reads every frame, so the built-in is the op given
+            # the lengths, the same loss.
+            "losses.StableCTC (Keras mask)",
+            "loss",
+            "sequences",
+            CTC_SIZES,
+            build_ctc_masked,
+            labelled_like(masked_stable_ctc, stable_class("losses", "StableCTC")),
+            {
+                "keras.ops.ctc_loss(output_length)": lambda m: (
+                    lambda y, p, tl, n: K(m).ops.ctc_loss(y, p, tl, n)
+                ),
+            },
         ),
         Case(
             "losses.StableDice",

@@ -108,9 +108,10 @@ def ctc_loss_over_frames(
     (the Keras mask of a model output) is not read. `logits` is float32 or
     float64; `target` int32; `target_length` int32. Shapes are checked by
     the caller; `max_label_length` and `time` may be unknown until run time.
-    `output_length` (int32 `(batch,)`), when the frames are the first
-    `output_length` of each sample, lets PyTorch run torch's own CTC where
-    it gives the same values (`torch_native.native_ctc_loss`).
+    On PyTorch torch's own CTC runs where it gives the same values
+    (`torch_native.native_ctc_loss`): over the first `output_length`
+    frames (int32 `(batch,)`) when given, else over the marked frames
+    gathered to the front (`native_ctc_loss_over_frames`).
     """
     symbolic = _symbolic(logits, target, target_length, frames, output_length)
     if symbolic is not None:
@@ -128,10 +129,15 @@ def ctc_loss_over_frames(
     skips = ops.not_equal(target, previous)  # (B, L)
 
     log_likelihood = None
-    if output_length is not None and _kernels.kernels_enabled():
-        loss = _kernels.native_op(
-            "native_ctc_loss", target, logits, target_length, output_length, mask_index
-        )
+    if _kernels.kernels_enabled():
+        if output_length is not None:
+            loss = _kernels.native_op(
+                "native_ctc_loss", target, logits, target_length, output_length, mask_index
+            )
+        else:
+            loss = _kernels.native_op(
+                "native_ctc_loss_over_frames", target, logits, target_length, frames, mask_index
+            )
         log_likelihood = None if loss is None else -loss
     if log_likelihood is None:
         log_likelihood = _log_likelihood(target, logits, target_length, frames, mask_index, skips)

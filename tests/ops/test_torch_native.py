@@ -379,9 +379,11 @@ def test_native_ctc_loss_matches_the_portable_formulation(case, dtype):
             assert_close(g, expected_grad, "float32", f"{what}: {name} gradient", tol)
 
 
-def test_stable_ctc_without_a_mask_takes_torch_ctc(monkeypatch):
-    """`StableCTC` on unmasked logits reaches torch's CTC; with a Keras
-    mask on the frames (not a prefix in general) it does not."""
+def test_stable_ctc_takes_torch_ctc_with_and_without_a_mask(monkeypatch):
+    """`StableCTC` reaches torch's CTC on unmasked logits, and with a Keras
+    mask on the frames (not a prefix: every other frame), through the
+    marked frames gathered to the front; values and gradients are the
+    portable formulation's."""
     from keras_stable import losses
 
     calls = []
@@ -392,13 +394,24 @@ def test_stable_ctc_without_a_mask_takes_torch_ctc(monkeypatch):
     target, logits, _, _ = _ctc_batch(1.0)
     target = np.where(np.arange(4) < np.array([3, 2, 4, 4, 0, 4])[:, None], target, 0)
     loss = losses.StableCTC(reduction="none")
-    value = to_numpy(loss(_tensor(target, "int32"), _tensor(logits, "float32")))
-    assert calls == [1]
-    with portable():
-        expected = to_numpy(loss(_tensor(target, "int32"), _tensor(logits, "float32")))
-    assert_close(value, expected, "float32", "StableCTC value")
-    masked = _tensor(logits, "float32")
-    masked._keras_mask = _tensor(np.tile(np.arange(6) % 2 == 0, (6, 1)), "bool")
-    calls.clear()
-    loss(_tensor(target, "int32"), masked)
-    assert calls == []
+    mask = np.tile(np.arange(6) % 2 == 0, (6, 1))
+    mask[0] = [True, False, True, True, False, True]  # [1, 2, 3] in 4 frames
+
+    def run(with_mask):
+        def fn(x):
+            if with_mask:
+                x = x * 1.0  # a fresh tensor to carry the mask
+                x._keras_mask = _tensor(mask, "bool")
+            return loss(_tensor(target, "int32"), x)
+
+        return vjp(fn, [_tensor(logits, "float32")], wrt=(0,), cotangent=np.arange(1.0, 7.0))
+
+    for with_mask in (False, True):
+        calls.clear()
+        value, (grad,) = run(with_mask)
+        assert calls == [1], with_mask
+        with portable():
+            expected, (expected_grad,) = run(with_mask)
+        assert_close(value, expected, "float32", f"{with_mask=}: value")
+        assert_close(grad, expected_grad, "float32", f"{with_mask=}: gradient")
+    assert value[0] > 0 and np.all(grad[0, ~mask[0]] == 0.0)

@@ -1,6 +1,7 @@
 """PyTorch: the native passes of the kernels, and torch's own fused
 cross-entropies (`native_sparse_cross_entropy`,
-`native_sigmoid_cross_entropy`), CTC (`native_ctc_loss`) and attention
+`native_sigmoid_cross_entropy`), CTC (`native_ctc_loss`,
+`native_ctc_loss_over_frames`) and attention
 (`native_attention`, `native_materialised_attention`, written in
 `torch_attention.py` and named here, where `dispatch.native_op` finds them).
 
@@ -417,3 +418,22 @@ def native_ctc_loss(target, logits, target_length, output_length, mask_index):
     return torch.nn.functional.ctc_loss(
         log_probs, labels, frames, lengths, blank=mask_index, reduction="none", zero_infinity=True
     )
+
+
+def native_ctc_loss_over_frames(target, logits, target_length, frames, mask_index):
+    """`native_ctc_loss` over the frames that the boolean `(batch, time)`
+    `frames` marks as input (the Keras mask of `y_pred`, a prefix or not):
+    those frames gathered to the front of each sample in their order, the
+    others after them and past the sample's length, so torch's CTC reads
+    exactly the frames the portable recursion reads; a frame that is not
+    input gets a zero gradient, as there. None where `native_ctc_loss`
+    declines."""
+    if logits.is_meta or torch.compiler.is_compiling():
+        return None
+    output_length = torch.sum(frames, dim=1, dtype=torch.int32)
+    prefix = torch.arange(frames.shape[1], device=frames.device) < output_length[:, None]
+    # Padding after each sample's frames (a prefix) needs no gather.
+    if not bool(torch.equal(prefix, frames)):
+        order = torch.argsort((~frames).to(torch.uint8), dim=1, stable=True)
+        logits = torch.take_along_dim(logits, order[:, :, None], dim=1)
+    return native_ctc_loss(target, logits, target_length, output_length, mask_index)
