@@ -197,11 +197,19 @@ def vjp(fn, args, wrt=(0,), cotangent=None, mode="eager"):
     """Returns `(value, [grad for each index in wrt])` as float64 NumPy arrays.
 
     `cotangent` defaults to ones (the gradient of `sum(fn(*args))`).
-    `mode="compiled"` jit-compiles value and gradient together.
+    `mode="compiled"` jit-compiles value and gradient together;
+    `mode="graph"` runs them in a TF graph without XLA (TF only).
     """
     args = [keras.ops.convert_to_tensor(a) for a in args]
     builder = {"tensorflow": _vjp_tensorflow, "jax": _vjp_jax, "torch": _vjp_torch}[BACKEND]
     run = builder(fn, args, tuple(wrt), cotangent)
+    if mode == "graph" and BACKEND == "tensorflow":
+        # A tf.function without XLA (TF's graph mode, where
+        # `enable_check_numerics` instruments every op; XLA cannot compile
+        # the instrumented graph).
+        import tensorflow as tf
+
+        run = tf.function(run, jit_compile=False)
     if mode == "compiled":
         if BACKEND == "tensorflow":
             import tensorflow as tf

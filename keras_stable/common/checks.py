@@ -8,6 +8,7 @@ checks of shapes run on static shapes at the first call.
 import numbers
 import warnings
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -166,6 +167,9 @@ def prepare_mask(mask, x, name="mask"):
         raise error
     if dtype_of(mask) != "bool":
         mask = ops.greater(mask, 0)
+    if isinstance(x, keras.KerasTensor):
+        # A symbolic shape may hold None, which `broadcast_to` cannot take.
+        return ops.logical_and(mask, ops.ones_like(x, dtype="bool"))
     return ops.broadcast_to(mask, ops.shape(x))
 
 

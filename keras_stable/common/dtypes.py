@@ -8,6 +8,7 @@ return float32.
 import functools
 
 import keras
+import numpy as np
 from keras import ops
 
 HALF = ("float16", "bfloat16")
@@ -25,6 +26,16 @@ def dtype_of(x):
 def static_shape(x):
     """The static shape of a tensor as a tuple (`None` for unknown dims)."""
     return tuple(x.shape)
+
+
+def axis_length(x, axis):
+    """The length of `axis` of `x`: an int where it is known, else the
+    backend's dynamic size, else (a KerasTensor with an unknown batch) an
+    int32 scalar tensor counting the entries, so symbolic calls go on."""
+    size = ops.shape(x)[axis]
+    if size is not None:
+        return size
+    return ops.max(ops.sum(ops.ones_like(x, "int32"), axis=axis))
 
 
 def to_compute(x):
@@ -157,3 +168,24 @@ def tanh(x):
     e = ops.expm1(ops.where(nonnegative, -2.0 * x, 2.0 * x))
     t = -e / (e + 2.0)
     return ops.where(nonnegative, t, -t)
+
+
+def is_neg_inf(x):
+    """`x == -inf`, elementwise, without an infinite constant (TF's
+    `enable_check_numerics` flags the constant itself; NaN gives False)."""
+    return ops.logical_and(ops.isinf(x), ops.less(x, 0))
+
+
+def lowest_like(x):
+    """The lowest finite value of `x`'s dtype, broadcast to `x`: the
+    finite sentinel of a masked maximum (an `-inf` one would be an
+    infinite intermediate for `jax_debug_infs` and TF's check_numerics)."""
+    return ops.full_like(x, float(np.finfo(_numpy_dtype(dtype_of(x))).min))
+
+
+def _numpy_dtype(name):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(name)

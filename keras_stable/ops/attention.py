@@ -9,6 +9,8 @@ from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import is_float
+from keras_stable.common.dtypes import is_neg_inf
+from keras_stable.common.dtypes import lowest_like
 from keras_stable.common.dtypes import static_shape
 from keras_stable.ops._kernels import attention_kernel
 from keras_stable.ops._kernels import causal_mask
@@ -16,8 +18,6 @@ from keras_stable.ops._kernels import kernels_enabled
 from keras_stable.ops._kernels import native_op
 from keras_stable.ops._kernels import soft_cap
 from keras_stable.ops._kernels import softmax_kernel
-
-_NEG_INF = float("-inf")
 
 # The blockwise path runs by default once there are more than this many
 # keys (with kernels enabled); `chunk_size` keys per block by default.
@@ -43,7 +43,7 @@ def _broadcastable(name, shape, target):
     return tuple(-1 if d is None else d for d in padded)
 
 
-def _check_inputs(query, key, value):
+def _check_inputs(query, key, value, symbolic=False):
     q, k, v = static_shape(query), static_shape(key), static_shape(value)
     if len(q) != 4 or len(k) != 4 or len(v) != 4:
         raise ValueError(
@@ -65,7 +65,9 @@ def _check_inputs(query, key, value):
             f"`query` and `key` must have the same static head dimension H, got "
             f"query.shape={q} and key.shape={k}."
         )
-    if None in (q[1], q[2], k[1], k[2]):
+    # Symbolic calls (a functional model, a layer's build) may leave the
+    # lengths T and S unknown: only the output's spec is computed.
+    if None in (q[2], k[2]) or (not symbolic and None in (q[1], k[1])):
         raise ValueError(
             "`dot_product_attention` needs static lengths and head counts (T, N, "
             f"S, K), got query.shape={q} and key.shape={k}."
@@ -77,6 +79,13 @@ def _check_inputs(query, key, value):
             f"key.shape={k} (K={k[2]})."
         )
     return q, k
+
+
+def _check_masks(bias, mask, target):
+    """The broadcast checks of `bias` and `mask` against `(B, N, T, S)`."""
+    for name, t in (("bias", bias), ("mask", mask)):
+        if t is not None:
+            _broadcastable(name, static_shape(ops.convert_to_tensor(t)), target)
 
 
 def _check_number(name, x, positive=False):
@@ -144,7 +153,7 @@ def _probabilities(logits, bias, mask, is_causal, cap):
         logits = logits + bias
     allowed = mask
     if is_causal:
-        causal = causal_mask(logits.shape[-2], logits.shape[-1])
+        causal = causal_mask(logits.shape[-2], logits.shape[-1], rank=len(logits.shape))
         allowed = causal if allowed is None else ops.logical_and(allowed, causal)
     if kernels_enabled() and not isinstance(logits, keras.KerasTensor):
         # The softmax kernel's closed-form gradient keeps the probabilities
@@ -157,11 +166,12 @@ def _probabilities(logits, bias, mask, is_causal, cap):
 def _portable_probabilities(logits, mask):
     """The softmax over the keys `mask` allows, by autodiff: a -inf logit
     (bias) removes its key; NaN stays (and propagates)."""
-    allowed = ops.not_equal(logits, _NEG_INF)
+    allowed = ops.logical_not(is_neg_inf(logits))
     if mask is not None:
         allowed = ops.logical_and(allowed, mask)
     nonempty = ops.any(allowed, axis=-1, keepdims=True)
-    row_max = ops.max(ops.where(allowed, logits, _NEG_INF), axis=-1, keepdims=True)
+    # A finite sentinel, not -inf: no infinite intermediate on valid inputs.
+    row_max = ops.max(ops.where(allowed, logits, lowest_like(logits)), axis=-1, keepdims=True)
     # Softmax is shift invariant: no gradient through the shift. A row with
     # nothing allowed shifts by 0.
     shift = ops.stop_gradient(ops.where(nonempty, row_max, ops.zeros_like(row_max)))
@@ -225,7 +235,12 @@ def dot_product_attention(
             formulation always runs.
 
     Returns:
-        `(B, T, N, H)`, the dtype of the inputs.
+        `(B, T, N, H)`, the dtype of the inputs. A symbolic call
+        (KerasTensors) takes unknown lengths `T` and `S`, as Keras's op
+        does; a computation needs them static (a TF graph with `None`
+        lengths, e.g. `tf.data` `padded_batch`, is refused with a
+        `ValueError`: pad to a fixed length, or call the op under
+        `jit_compile` on JAX, whose shapes are always static).
 
     Numerical stability:
         The logits, the softmax and the weighted sum are computed in
@@ -262,7 +277,8 @@ def dot_product_attention(
     query = ops.convert_to_tensor(query)
     key = ops.convert_to_tensor(key)
     value = ops.convert_to_tensor(value)
-    (batch, t, n, h), (_, s, kv, _) = _check_inputs(query, key, value)
+    symbolic = any(isinstance(x, keras.KerasTensor) for x in (query, key, value, bias, mask))
+    (batch, t, n, h), (_, s, kv, _) = _check_inputs(query, key, value, symbolic)
     if not isinstance(is_causal, bool):
         raise ValueError(f"`is_causal` must be a bool, got {is_causal!r}.")
     scale = _check_number("scale", scale)
@@ -272,6 +288,10 @@ def dot_product_attention(
     ):
         raise ValueError(f"`chunk_size` must be a positive int or None, got {chunk_size!r}.")
     out_dtype, compute = _dtypes(query, key, value)
+    if symbolic and None in (t, s):
+        # The spec of Keras's op: the query's shape and the inputs' dtype.
+        _check_masks(bias, mask, (batch, n, t, s))
+        return keras.KerasTensor(static_shape(query), dtype=out_dtype)
     scale = 1.0 / math.sqrt(h) if scale is None else scale
     target = (batch, n, t, s)
 
@@ -294,8 +314,10 @@ def dot_product_attention(
     value = ops.cast(value, compute)
     # Symbolic inputs (a functional model's KerasTensors) only need the
     # output's shape and dtype: the materialised formulation gives them.
-    symbolic = any(isinstance(x, keras.KerasTensor) for x in (query, key, value, bias, mask))
-    blockwise = chunk_size is not None or s > AUTO_BLOCKWISE_KEYS
+    # A length that is not an int (JAX's symbolic dimension, inside a
+    # layer's `compute_output_spec`) only asks for the output's spec: the
+    # materialised formulation gives it.
+    blockwise = chunk_size is not None or (isinstance(s, int) and s > AUTO_BLOCKWISE_KEYS)
     if kernels_enabled() and blockwise and not symbolic:
         chunk = min(chunk_size or DEFAULT_CHUNK_SIZE, s)
         out = attention_kernel(q5, key, value, bias5, mask5, scale, is_causal, cap, chunk)

@@ -113,7 +113,6 @@ def info_nce_terms(views, temperature=0.1, present=None):
     """
     temperature = check_temperature(temperature)
     views = prepare_views(views)
-    batch = ops.shape(views)[1]
     dim = static_shape(views)[2]
     if present is not None:
         present = ops.cast(present, "bool")
@@ -121,7 +120,9 @@ def info_nce_terms(views, temperature=0.1, present=None):
     # Rows 0..B-1 are the first views, B..2B-1 the second ones.
     unit = l2_normalize(rescaled(ops.reshape(views, (-1, dim))), axis=-1)
     logits = ops.einsum("id,jd->ij", unit, unit) / temperature
-    index = ops.arange(2 * batch)
+    # Row positions and each row's other view, counted without the batch
+    # size (unknown in a symbolic call).
+    index = ops.cumsum(ops.ones_like(unit[:, 0], dtype="int32")) - 1
     not_self = ops.not_equal(ops.expand_dims(index, 1), ops.expand_dims(index, 0))
     mask = not_self
     if present is not None:
@@ -131,7 +132,7 @@ def info_nce_terms(views, temperature=0.1, present=None):
     # its mask, not through `-1e9` or `-inf` logits: nothing overflows in
     # float16 and the masked entries get a zero gradient.
     log_probs = log_softmax(logits, axis=-1, mask=mask)
-    partner = ops.concatenate([index[batch:], index[:batch]], axis=0)
+    partner = ops.reshape(ops.flip(ops.reshape(index, (2, -1)), axis=0), (-1,))
     picked = ops.take_along_axis(log_probs, ops.expand_dims(partner, 1), axis=1)[:, 0]
     per_view = -ops.reshape(picked, (2, -1))
     values = 0.5 * (per_view[0] + per_view[1])

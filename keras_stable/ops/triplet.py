@@ -12,6 +12,7 @@ from keras import ops
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_distance_metric
 from keras_stable.common.checks import check_margin
+from keras_stable.common.dtypes import axis_length
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import is_float
 from keras_stable.common.dtypes import maximum
@@ -99,7 +100,9 @@ def embedding_distances(embeddings, distance_metric="L2"):
 def _pair_masks(labels, present):
     """`(positive, negative)` `[batch, batch]` masks over present samples."""
     same = ops.equal(ops.expand_dims(labels, 1), ops.expand_dims(labels, 0))
-    index = ops.arange(ops.shape(labels)[0])
+    # Positions counted from the labels themselves, not their (possibly
+    # unknown, symbolic) length.
+    index = ops.cumsum(ops.ones_like(labels, dtype="int32"))
     diagonal = ops.equal(ops.expand_dims(index, 1), ops.expand_dims(index, 0))
     positive = ops.logical_and(same, ops.logical_not(diagonal))
     negative = ops.logical_not(same)
@@ -134,7 +137,7 @@ def _semihard_negatives(fixed, negative):
        negative of `(a, p)` is the one at that count, if the count is below
        the number of negatives.
     """
-    batch = ops.shape(fixed)[1]
+    batch = axis_length(fixed, 1)
     is_negative = ops.cast(negative, "int32")
     by_value = ops.cast(ops.argsort(fixed, axis=1), "int32")
     sorted_values = ops.take_along_axis(fixed, by_value, axis=1)

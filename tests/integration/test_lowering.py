@@ -11,163 +11,23 @@ accelerator. The fused kernels (`keras.ops.custom_gradient`, a
 
 import re
 
-import keras
 import numpy as np
 import pytest
 
 from tests.harness.loss_specs import LOSS_SPECS
+from tests.specs.ops import OP_INPUTS
+from tests.specs.ops import VARIANTS
+from tests.specs.ops import C
+from tests.specs.ops import D
+from tests.specs.ops import N
+from tests.specs.ops import _f
+from tests.specs.ops import _int
 
 pytestmark = pytest.mark.jax
 
 PLATFORMS = ["cuda", "tpu"]
-RNG = np.random.default_rng(0)
-N, D, C = 4, 3, 5
 
-
-def _f(*shape):
-    return RNG.normal(size=shape).astype("float32")
-
-
-def _probs(*shape):
-    p = RNG.random(shape).astype("float32") + 0.1
-    return p / p.sum(-1, keepdims=True)
-
-
-def _int(high, *shape):
-    return RNG.integers(0, high, shape).astype("int32")
-
-
-MASK = RNG.random((N, C)) > 0.3
-
-# name -> (call(*args), args, indices of the differentiated args). Every
-# name of keras_stable.ops.__all__ needs an entry (or a reason in SKIP).
-OP_INPUTS = {
-    "contrastive_loss": (
-        lambda y, d: _ops().contrastive_loss(y, d),
-        [_int(2, N), np.abs(_f(N))],
-        (1,),
-    ),
-    "cosine_similarity": (
-        lambda a, b: _ops().cosine_similarity(a, b),
-        [_f(N, D), _f(N, D)],
-        (0, 1),
-    ),
-    "ctc_loss": (
-        lambda y, x: _ops().ctc_loss(y, x, np.array([2, 1, 2, 0]), np.array([6, 6, 5, 3])),
-        [_int(C - 1, N, 2) + 1, _f(N, 6, C)],
-        (1,),
-    ),
-    "dice_loss": (lambda y, p: _ops().dice_loss(y, p), [_int(2, N, C), _probs(N, C)], (1,)),
-    "tversky_loss": (lambda y, p: _ops().tversky_loss(y, p), [_int(2, N, C), _probs(N, C)], (1,)),
-    "dot_product_attention": (
-        lambda q, k, v: _ops().dot_product_attention(
-            q, k, v, mask=MASK[None, None, :, :], is_causal=True
-        ),
-        [_f(2, N, 4, D), _f(2, C, 2, D), _f(2, C, 2, D)],
-        (0, 1, 2),
-    ),
-    "gaussian_nll": (lambda y, m, v: _ops().gaussian_nll(y, m, v), [_f(N), _f(N), _f(N)], (1, 2)),
-    "info_nce_loss": (lambda v: _ops().info_nce_loss(v), [_f(2, N, D)], (0,)),
-    "kl_divergence": (lambda y, x: _ops().kl_divergence(y, x), [_probs(N, C), _f(N, C)], (1,)),
-    "l2_normalize": (lambda x: _ops().l2_normalize(x), [_f(N, D)], (0,)),
-    "linear_softmax_cross_entropy": (
-        lambda h, w, b: _ops().linear_softmax_cross_entropy(h, w, _int(C, N), b, chunk_size=2),
-        [_f(N, D), _f(D, C), _f(C)],
-        (0, 1, 2),
-    ),
-    "log_softmax": (lambda x: _ops().log_softmax(x, mask=MASK), [_f(N, C)], (0,)),
-    "logsumexp": (lambda x: _ops().logsumexp(x, axis=-1, mask=MASK), [_f(N, C)], (0,)),
-    "masked_absolute_error": (
-        lambda y, p: _ops().masked_absolute_error(y, p),
-        [_f(N, D), _f(N, D)],
-        (1,),
-    ),
-    "masked_huber": (lambda y, p: _ops().masked_huber(y, p), [_f(N, D), _f(N, D)], (1,)),
-    "masked_squared_error": (
-        lambda y, p: _ops().masked_squared_error(y, p),
-        [_f(N, D), _f(N, D)],
-        (1,),
-    ),
-    "masked_task_distance": (
-        lambda y, p: _ops().masked_task_distance(y, p, mask=MASK[:, :D]),
-        [_f(N, D), _f(N, D)],
-        (1,),
-    ),
-    "pairwise_distance": (
-        lambda a, b: _ops().pairwise_distance(a, b),
-        [_f(N, D), _f(N, D)],
-        (0, 1),
-    ),
-    "poisson_nll": (lambda y, r: _ops().poisson_nll(y, r), [np.abs(_f(N)), _f(N)], (1,)),
-    "safe_divide": (lambda a, b: _ops().safe_divide(a, b), [_f(N), _f(N)], (0, 1)),
-    "safe_norm": (lambda x: _ops().safe_norm(x, axis=-1), [_f(N, D)], (0,)),
-    "safe_sqrt": (lambda x: _ops().safe_sqrt(x), [_f(N)], (0,)),
-    "safe_std": (lambda x: _ops().safe_std(x, axis=-1), [_f(N, D)], (0,)),
-    "sigmoid_cross_entropy": (
-        lambda y, x: _ops().sigmoid_cross_entropy(y, x),
-        [_probs(N, C), _f(N, C)],
-        (1,),
-    ),
-    "sigmoid_focal_cross_entropy": (
-        lambda y, x: _ops().sigmoid_focal_cross_entropy(y, x),
-        [_probs(N, C), _f(N, C)],
-        (1,),
-    ),
-    "softmax": (lambda x: _ops().softmax(x, mask=MASK), [_f(N, C)], (0,)),
-    "softmax_cross_entropy": (
-        lambda y, x: _ops().softmax_cross_entropy(y, x, mask=MASK),
-        [_probs(N, C), _f(N, C)],
-        (1,),
-    ),
-    "softmax_focal_cross_entropy": (
-        lambda y, x: _ops().softmax_focal_cross_entropy(y, x),
-        [_probs(N, C), _f(N, C)],
-        (1,),
-    ),
-    "sparse_softmax_cross_entropy": (
-        lambda y, x: _ops().sparse_softmax_cross_entropy(y, x),
-        [_int(C, N), _f(N, C)],
-        (1,),
-    ),
-    "triplet_hard_loss": (
-        lambda y, e: _ops().triplet_hard_loss(y, e),
-        [_int(2, N), _f(N, D)],
-        (1,),
-    ),
-    "triplet_semihard_loss": (
-        lambda y, e: _ops().triplet_semihard_loss(y, e),
-        [_int(2, N), _f(N, D)],
-        (1,),
-    ),
-}
-# Extra variants of the kernels' ops: other code paths (no mask, tuple
-# axes, float16 without the overflow rescue, another norm order).
-VARIANTS = {
-    "dot_product_attention(chunk_size=2)": (
-        lambda q, k, v, b: _ops().dot_product_attention(
-            q, k, v, bias=b, is_causal=True, chunk_size=2
-        ),
-        [_f(2, N, 4, D), _f(2, C, 2, D), _f(2, C, 2, D), _f(N, C)],
-        (0, 1, 2, 3),
-    ),
-    "softmax(axis=(0, 1))": (lambda x: _ops().softmax(x, axis=(0, 1)), [_f(N, C)], (0,)),
-    "log_softmax(no mask)": (lambda x: _ops().log_softmax(x), [_f(N, C)], (0,)),
-    "logsumexp(axis=None)": (lambda x: _ops().logsumexp(x), [_f(N, C)], (0,)),
-    "safe_norm(float16)": (
-        lambda x: _ops().safe_norm(keras.ops.cast(x, "float16")),
-        [_f(N, D)],
-        (0,),
-    ),
-    "safe_norm(ord=3)": (lambda x: _ops().safe_norm(x, axis=-1, ord=3), [_f(N, D)], (0,)),
-    "l2_normalize(epsilon)": (lambda x: _ops().l2_normalize(x, epsilon=1e-7), [_f(N, D)], (0,)),
-}
 SKIP = {}  # name -> the reason it cannot be exported (none today)
-
-
-def _ops():
-    from keras_stable import ops
-
-    return ops
 
 
 def _host_calls(fn, args, wrt):

@@ -464,3 +464,26 @@ def test_bad_attention_mask_is_a_value_error(kind):
         layer(x, x, attention_mask=np.ones((2, 2, 5), bool))
     with pytest.raises(ValueError, match=r"`attention_mask` must have at most 4"):
         layer(x, x, attention_mask=np.ones((1, 2, 2, 4, 4), bool))
+
+
+class _Block(keras.layers.Layer):
+    """Attention built in a custom layer's `__init__`, as tutorials write it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.attention = StableMultiHeadAttention(num_heads=2, key_dim=4)
+        self.dense = keras.layers.Dense(8)
+
+    def call(self, x):
+        return self.dense(self.attention(x, x, use_causal_mask=True))
+
+
+def test_custom_layer_with_a_dynamic_length_builds_and_trains():
+    # Issue #38 item 8: on JAX the layer's output spec is computed with a
+    # symbolic length, which the `S > 1024` choice of path could not compare.
+    inputs = keras.Input((None, 8))
+    model = keras.Model(inputs, _Block()(inputs))
+    model.compile("adam", "mse", jit_compile=bu.BACKEND != "torch")
+    x = np.random.default_rng(0).random((4, 12, 8)).astype("float32")
+    model.fit(x, x, epochs=1, verbose=0)
+    assert model.predict(x, verbose=0).shape == (4, 12, 8)

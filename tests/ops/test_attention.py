@@ -412,3 +412,18 @@ def test_keras_gives_nan_for_a_neg_inf_bias_row():
     ours = np.asarray(keras.ops.convert_to_numpy(ops.dot_product_attention(q, k, v, bias=bias)))
     assert np.isnan(theirs[:, 2]).all()
     assert np.all(ours[:, 2] == 0) and np.isfinite(ours).all()
+
+
+def test_symbolic_call_with_variable_lengths_gives_the_query_shape():
+    # A functional model's `keras.Input((None, 4, 8))` (issue #38 item 5):
+    # Keras's op returns the query's shape; ours refused unknown lengths.
+    q = keras.Input((None, 4, 8))
+    kv = keras.Input((None, 2, 8))
+    for kwargs in ({}, {"is_causal": True}, {"chunk_size": 16}):
+        out = ops.dot_product_attention(q, kv, kv, **kwargs)
+        kwargs.pop("chunk_size", None)
+        expected = keras.ops.dot_product_attention(q, kv, kv, **kwargs)
+        assert tuple(out.shape) == tuple(expected.shape) == (None, None, 4, 8)
+        assert out.dtype == expected.dtype
+    with pytest.raises(ValueError, match="number of query heads"):
+        ops.dot_product_attention(keras.Input((None, 3, 8)), kv, kv)

@@ -24,22 +24,24 @@ reference these kernels are tested against and the fallback
 
 from keras import ops
 
+from keras_stable.common.dtypes import is_neg_inf
+from keras_stable.common.dtypes import lowest_like
 from keras_stable.common.dtypes import maximum
 from keras_stable.common.dtypes import tanh
 from keras_stable.ops._kernels.blocks import for_each_block
 from keras_stable.ops._kernels.dispatch import fused
 from keras_stable.ops._kernels.dispatch import native_op
 
-_NEG_INF = float("-inf")
 
-
-def causal_mask(t, s, start=0):
-    """`(t, s)` bool: query `i` sees key `start + j` where `start + j <= i`
-    (aligned at the top left, as Keras's `tril(ones((T, S)))`). `start` may
-    be traced (inside the loop)."""
+def causal_mask(t, s, start=0, rank=2):
+    """`(t, s)` bool, with leading unit axes up to `rank`: query `i` sees
+    key `start + j` where `start + j <= i` (aligned at the top left, as
+    Keras's `tril(ones((T, S)))`). `start` may be traced (inside the loop).
+    The explicit rank keeps broadcasting against the logits explicit (JAX's
+    `rank_promotion="raise"`)."""
     rows = ops.expand_dims(ops.arange(t, dtype="int32"), 1)
     cols = ops.expand_dims(ops.arange(s, dtype="int32") + start, 0)
-    return ops.greater_equal(rows, cols)
+    return ops.reshape(ops.greater_equal(rows, cols), (1,) * (rank - 2) + (t, s))
 
 
 def soft_cap(logits, cap):
@@ -81,11 +83,11 @@ class _Problem:
         logits = pre if self.cap is None else soft_cap(pre, self.cap)
         if bias is not None:
             logits = logits + _last(bias, start, size)
-        allowed = ops.not_equal(logits, _NEG_INF)
+        allowed = ops.logical_not(is_neg_inf(logits))
         if self.mask is not None:
             allowed = ops.logical_and(allowed, _last(self.mask, start, size))
         if self.is_causal:
-            allowed = ops.logical_and(allowed, causal_mask(q.shape[1], size, start))
+            allowed = ops.logical_and(allowed, causal_mask(q.shape[1], size, start, rank=5))
         return keys, pre, logits, allowed
 
     def forward(self, q, k, v, bias=None):
@@ -96,19 +98,24 @@ class _Problem:
             row_max, total, acc = state
             _, _, logits, allowed = self.block(q, k, bias, start, size)
             values = _keys(v, start, size)
-            block_max = ops.max(ops.where(allowed, logits, _NEG_INF), axis=-1)
-            new_max = maximum(row_max, block_max)
-            # Nothing allowed so far: shift by 0 (no -inf - -inf).
-            shift = ops.where(ops.equal(new_max, _NEG_INF), ops.zeros_like(new_max), new_max)
-            z = ops.where(allowed, logits - shift[..., None], ops.zeros_like(logits))
+            # Finite sentinels, not -inf: no infinite intermediate on valid
+            # inputs (the NaN tools stay silent).
+            block_max = ops.max(ops.where(allowed, logits, lowest_like(logits)), axis=-1)
+            # A row has seen an allowed key once its total is positive (the
+            # largest key adds exp(0) = 1); until then row_max is 0, not a
+            # maximum, and the total and acc are 0 whatever the rescale.
+            before = ops.greater(total, 0)
+            first = ops.where(ops.any(allowed, axis=-1), block_max, ops.zeros_like(block_max))
+            new_max = ops.where(before, maximum(row_max, block_max), first)
+            z = ops.where(allowed, logits - new_max[..., None], ops.zeros_like(logits))
             e = ops.where(allowed, ops.exp(z), ops.zeros_like(z))
-            rescale = ops.exp(row_max - shift)  # 0 while row_max is -inf
+            rescale = ops.exp(ops.where(before, row_max - new_max, ops.zeros_like(row_max)))
             total = total * rescale + ops.sum(e, axis=-1)
             acc = acc * rescale[..., None] + ops.einsum("bkgts,bskh->bkgth", e, values)
             return new_max, total, acc
 
         init = (
-            ops.full_like(rows, _NEG_INF),
+            rows,
             rows,
             ops.zeros_like(ops.transpose(q, (0, 2, 3, 1, 4))),
         )
@@ -116,8 +123,7 @@ class _Problem:
         nonempty = ops.greater(total, 0)
         safe_total = ops.where(nonempty, total, ops.ones_like(total))
         out = ops.where(nonempty[..., None], acc / safe_total[..., None], ops.zeros_like(acc))
-        shift = ops.where(ops.equal(row_max, _NEG_INF), ops.zeros_like(row_max), row_max)
-        lse = shift + ops.log(safe_total)
+        lse = row_max + ops.log(safe_total)  # row_max is 0 on empty rows
         out = ops.transpose(out, (0, 3, 1, 2, 4))  # (B, T, K, G, H)
         return out, (lse, nonempty, out)
 

@@ -14,8 +14,6 @@ from keras_stable.ops._kernels.softmax import keepdims_sum
 from keras_stable.ops._kernels.softmax import shift
 from keras_stable.ops._kernels.softmax import valid_entries
 
-_INF = float("inf")
-
 
 def softmax_cross_entropy_kernel(labels, x, axis, mask=None):
     """Per-example `-sum(labels * log_softmax(x, axis, mask), axis)` (`axis`
@@ -33,11 +31,13 @@ def softmax_cross_entropy_kernel(labels, x, axis, mask=None):
     """
 
     def forward(labels, x):
-        valid, z, total, nonempty, row_max = shift(x, axis, mask)
+        valid, z, _, total, nonempty, row_max = shift(x, axis, mask)
         log_total = ops.log(ops.where(nonempty, total, ops.ones_like(total)))
         # labels * -log p on the live entries; on a dead one 0 for a zero
-        # label, +inf (the true value) for a nonzero one - never 0 * inf.
-        dead = ops.where(ops.equal(labels, 0), ops.zeros_like(x), ops.full_like(x, _INF))
+        # label, +inf (the true value) for a nonzero one - never 0 * inf -,
+        # as -log(0): no infinite constant, nothing infinite elsewhere.
+        harmless = ops.logical_or(valid, ops.equal(labels, 0))
+        dead = -ops.log(ops.cast(harmless, x.dtype))
         loss = keepdims_sum(ops.where(valid, labels * (log_total - z), dead), axis)
         loss = ops.where(nonempty, loss, ops.zeros_like(loss))
         return ops.squeeze(loss, axis), (total, row_max, log_total)

@@ -38,6 +38,10 @@ def _torch_native():
     return torch_native
 
 
+def _symbolic(args):
+    return any(isinstance(x, keras.KerasTensor) for x in args)
+
+
 def fused(forward, backward, *inputs, native=None):
     """`forward(*inputs)[0]`, with the gradient given by `backward`.
 
@@ -45,8 +49,12 @@ def fused(forward, backward, *inputs, native=None):
     upstream) -> [gradient for each input]`. Only tensors go in `inputs`:
     static arguments and masks are closed over. On PyTorch, `native` (a
     `(forward, backward)` pair, see `torch_native.py` and `native_pass`)
-    runs instead where it applies.
+    runs instead where it applies. Symbolic inputs (KerasTensors, a
+    functional model's first call) only need the output's shape and
+    dtype: the forward pass gives them, with no gradient to register.
     """
+    if _symbolic(inputs):
+        return forward(*inputs)[0]
     if _on_torch():
         return _torch_native().torch_fused(forward, backward, native, inputs)
 
@@ -74,8 +82,10 @@ def native_pass(name, *args):
 def native_op(name, *args):
     """`torch_native.<name>(*args)`, a torch fused op that returns None
     where it does not give the portable formulation's values, on PyTorch;
-    None elsewhere (the caller then runs the portable formulation)."""
-    if not _on_torch():
+    None elsewhere (the caller then runs the portable formulation), and
+    for symbolic inputs (KerasTensors: the portable formulation gives the
+    output's spec)."""
+    if not _on_torch() or _symbolic(args):
         return None
     return getattr(_torch_native(), name)(*args)
 

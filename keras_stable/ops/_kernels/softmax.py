@@ -11,10 +11,10 @@ functions), and its gradient from the closed form, from the output (or
 
 from keras import ops
 
+from keras_stable.common.dtypes import is_neg_inf
+from keras_stable.common.dtypes import lowest_like
 from keras_stable.ops._kernels.dispatch import fused
 from keras_stable.ops._kernels.dispatch import native_pass
-
-_INF = float("inf")
 
 
 def keepdims_sum(x, axes):
@@ -23,33 +23,40 @@ def keepdims_sum(x, axes):
 
 
 def valid_entries(x, mask):
-    valid = ops.not_equal(x, -_INF)
+    valid = ops.logical_not(is_neg_inf(x))
     return valid if mask is None else ops.logical_and(valid, mask)
 
 
 def shift(x, axis, mask):
     """The softmax family's shared forward, as `softmax.shifted_logits`:
-    `(valid, z, total, nonempty, row_max)`.
+    `(valid, z, e, total, nonempty, row_max)`.
 
-    `valid`: unmasked and not `-inf`; `z = x - m` (`-inf` where not valid
-    under a mask) with `m = row_max` the largest valid entry (0 when it is
-    not finite; no gradient: the family is shift-invariant);
-    `total = sum(exp(z))` (keepdims), 0 exactly for a row with nothing
-    left; `nonempty = total != 0` (NaN included).
+    `valid`: unmasked and not `-inf`; `z = x - m` (0 where not valid under
+    a mask) with `m = row_max` the largest valid entry (0 when it is not
+    finite or the row has none; no gradient: the family is
+    shift-invariant); `e = exp(z)`, 0 where not valid; `total = sum(e)`
+    (keepdims), 0 exactly for a row with nothing left; `nonempty = total
+    != 0` (NaN included). Under a mask no intermediate is infinite (a
+    finite sentinel, not `-inf`, for the masked maximum): the NaN tools
+    stay silent on valid inputs.
     """
     valid = valid_entries(x, mask)
     if mask is None:
         row_max = ops.max(x, axis=axis, keepdims=True)
+        keep = ops.isfinite(row_max)
     else:
-        row_max = ops.max(ops.where(valid, x, ops.full_like(x, -_INF)), axis=axis, keepdims=True)
-    row_max = ops.where(ops.isfinite(row_max), row_max, ops.zeros_like(row_max))
-    row_max = ops.stop_gradient(row_max)
+        row_max = ops.max(ops.where(valid, x, lowest_like(x)), axis=axis, keepdims=True)
+        keep = ops.logical_and(ops.isfinite(row_max), ops.any(valid, axis=axis, keepdims=True))
+    row_max = ops.stop_gradient(ops.where(keep, row_max, ops.zeros_like(row_max)))
     z = x - row_max
-    if mask is not None:
+    if mask is None:
+        e = ops.exp(z)
+    else:
         # A masked entry (NaN or huge included) never reaches exp.
-        z = ops.where(valid, z, ops.full_like(z, -_INF))
-    total = keepdims_sum(ops.exp(z), axis)
-    return valid, z, total, ops.not_equal(total, 0), row_max
+        z = ops.where(valid, z, ops.zeros_like(z))
+        e = ops.where(valid, ops.exp(z), ops.zeros_like(z))
+    total = keepdims_sum(e, axis)
+    return valid, z, e, total, ops.not_equal(total, 0), row_max
 
 
 def softmax_kernel(x, axis, mask=None):
@@ -59,8 +66,7 @@ def softmax_kernel(x, axis, mask=None):
     rows) whatever the upstream gradient there."""
 
     def forward(x):
-        _, z, total, nonempty, _ = shift(x, axis, mask)
-        e = ops.exp(z)
+        _, _, e, total, nonempty, _ = shift(x, axis, mask)
         safe_total = ops.where(nonempty, total, ops.ones_like(total))
         # `exp(z) == 0`: masked, `-inf`, underflowed, or a row with nothing
         # left (x itself is not read again; a NaN total still gives NaN).
@@ -85,16 +91,19 @@ def log_softmax_kernel(x, axis, mask=None):
     ones."""
 
     def forward(x):
-        valid, z, total, nonempty, _ = shift(x, axis, mask)
+        valid, z, _, total, nonempty, _ = shift(x, axis, mask)
         log_total = ops.log(ops.where(nonempty, total, ops.ones_like(total)))
-        return ops.where(valid, z - log_total, ops.full_like(z, -_INF)), ()
+        # -inf on the invalid entries as log(0): no infinite constant (TF's
+        # check_numerics), nothing infinite where every entry is valid.
+        return ops.where(valid, z - log_total, ops.log(ops.cast(valid, z.dtype))), ()
 
     def backward(inputs, saved, out, upstream):
-        live = ops.not_equal(out, -_INF)  # NaN is live: it propagates
+        live = ops.logical_not(is_neg_inf(out))  # NaN is live: it propagates
         zeros = ops.zeros_like(out)
         g = ops.where(live, ops.cast(upstream, out.dtype), zeros)
-        # exp(-inf) = 0 on the dead entries: they get 0 - 0 * sum(g).
-        return [g - ops.exp(out) * keepdims_sum(g, axis)]
+        # The dead entries get 0 - 0 * sum(g).
+        probs = ops.where(live, ops.exp(ops.where(live, out, zeros)), zeros)
+        return [g - probs * keepdims_sum(g, axis)]
 
     return fused(forward, backward, x, native=native_pass("log_softmax", axis, mask))
 
@@ -105,20 +114,20 @@ def logsumexp_kernel(x, axis, mask=None):
     (nothing left) or `+inf` (a `+inf` entry)."""
 
     def forward(x):
-        _, z, total, nonempty, row_max = shift(x, axis, mask)
+        _, _, e, total, nonempty, row_max = shift(x, axis, mask)
         log_total = ops.log(ops.where(nonempty, total, ops.ones_like(total)))
         # A +inf entry: the shift is 0 and the total inf, so the value is
         # +inf already (NaN next to it gives NaN).
-        lse = ops.where(nonempty, log_total + row_max, ops.full_like(total, -_INF))
+        lse = ops.where(nonempty, log_total + row_max, ops.log(total))  # log(0): -inf
         # exp(z) is kept for the backward pass (0 on masked and -inf
         # entries): recomputing it there costs more than it saves on the
         # CPU, and exp(x - lse) would be off by the rounding of lse (the ulp
         # of the shift: 6e-5 at 1000 in float32).
-        return lse, (ops.exp(z), total)
+        return lse, (e, total)
 
     def backward(inputs, saved, lse, upstream):
         e, total = saved
-        row_ok = ops.logical_and(ops.not_equal(lse, _INF), ops.not_equal(lse, -_INF))
+        row_ok = ops.logical_not(ops.isinf(lse))
         g = ops.cast(upstream, e.dtype)
         factor = ops.where(
             row_ok, g / ops.where(row_ok, total, ops.ones_like(total)), ops.zeros_like(lse)
