@@ -7,7 +7,7 @@ Importing the package registers every class with Keras's serialization, so
 ``.keras`` files load with ``safe_mode=True`` and no ``custom_objects``.
 """
 
-__version__ = "0.3.0"
+__version__ = "0.3.1"
 
 import importlib as _importlib  # noqa: E402
 
