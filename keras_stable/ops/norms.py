@@ -136,8 +136,8 @@ def _reference_norm(x, axes, keepdims):
     # unless NaN is there too (the sum is NaN): NaN wins, as in the kernel
     # and the other orders.
     norm = ops.where(
-        ops.logical_and(ops.isinf(largest), ops.logical_not(ops.isnan(sum_sq))),
-        largest,  # inf there (no infinite constant: TF's check_numerics)
+        ops.logical_and(ops.equal(largest, float("inf")), ops.logical_not(ops.isnan(sum_sq))),
+        ops.full_like(norm, float("inf")),
         norm,
     )
     if not keepdims:

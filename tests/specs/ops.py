@@ -177,6 +177,15 @@ BATCH_AXIS = {"info_nce_loss": 1}
 # branches). Listed so the property test holds them to it (strict xfail)
 # until they are rewritten with finite sentinels (issue #38, item 6).
 NOT_YET_QUIET_UNDER_TF_CHECK_NUMERICS = {
+    # The norm kernel's rescue compares with `inf` (with `isinf` instead,
+    # XLA's constant folding on JAX broke the rescue of overflowing
+    # constant rows: tests/ops/test_kernels.py, compile-time constants).
+    "cosine_similarity": "the norm rescue's comparison with inf",
+    "l2_normalize": "the norm rescue's comparison with inf",
+    "l2_normalize(epsilon)": "the norm rescue's comparison with inf",
+    "masked_task_distance": "the norm rescue's comparison with inf",
+    "safe_norm": "the norm rescue's comparison with inf",
+    "safe_norm(float16)": "the norm rescue's comparison with inf",
     "info_nce_loss": "log_softmax's -inf on the masked self-similarity",
     "kl_divergence": "softmax.shifted_logits: -inf fill of masked entries",
     "pairwise_distance": "an inf constant in the kernel's sums",
