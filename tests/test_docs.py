@@ -1,13 +1,16 @@
 """The documentation: every public name documented and in the API reference.
 
 `mkdocs build --strict` itself runs in `tests/run.sh`; these checks are the
-ones a strict build cannot make (a public name nobody wrote a `:::` block
-for, a missing docstring, a trap page without its figure), plus the
-docstring examples, which run as doctests.
+ones a strict build cannot make (a public name without a docstring, a trap
+page without its figure), plus the docstring examples, which run as
+doctests. The API pages and the design page's API table are generated from
+`__all__` by the MkDocs hook `docs/scripts/api_pages.py`: the tests render
+them with the hook's own functions.
 """
 
 import configparser
 import importlib
+import importlib.util
 import inspect
 import os
 import re
@@ -19,17 +22,25 @@ from pathlib import Path
 import keras
 import pytest
 
+import keras_stable
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PACKAGES = ("ops", "layers", "losses", "metrics", "audit", "callbacks")
-# The API page of a package, where it is not docs/api/<package>.md: the
-# callbacks share the audit's page.
-API_PAGES = {"callbacks": "audit"}
 
 
-def _api_page(package):
-    return DOCS / "api" / f"{API_PAGES.get(package, package)}.md"
+def _load_hook():
+    spec = importlib.util.spec_from_file_location(
+        "api_pages_hook", DOCS / "scripts" / "api_pages.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
+
+api_pages = _load_hook()
+PACKAGES = tuple(keras_stable._SUBMODULES)
+# {package: its API page under docs/}, as the hook assigns them.
+API_PAGES = {pkg: page for page, pkgs in api_pages.api_pages().items() for pkg in pkgs}
 
 TRAP_PAGES = sorted((DOCS / "traps").glob("*.md"))
 
@@ -76,31 +87,100 @@ def test_public_name_has_a_docstring(package, name):
 
 @pytest.mark.parametrize("package,name", PUBLIC, ids=[f"{p}.{n}" for p, n in PUBLIC])
 def test_public_name_is_in_the_api_reference(package, name):
-    page = _api_page(package).read_text()
+    page = api_pages.render_api_page(API_PAGES[package])
     assert re.search(rf"^::: keras_stable\.{package}\.{name}\s*$", page, re.MULTILINE), (
-        f"docs/api/{_api_page(package).name} lacks `::: keras_stable.{package}.{name}`"
+        f"the API page docs/{API_PAGES[package]} lacks keras_stable.{package}.{name}"
     )
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_api_reference_names_only_public_objects(package):
-    page = _api_page(package)
-    sharing = [p for p in PACKAGES if _api_page(p) == page]
-    for ref in re.findall(r"^::: (\S+)", page.read_text(), re.MULTILINE):
+def test_every_subpackage_has_an_api_page():
+    assert set(API_PAGES) == set(PACKAGES)
+    written = {p.relative_to(DOCS).as_posix() for p in (DOCS / "api").glob("*.md")}
+    # Each page written by hand documents a public subpackage.
+    assert written <= set(API_PAGES.values()), written - set(API_PAGES.values())
+
+
+@pytest.mark.parametrize("page", sorted(set(API_PAGES.values())))
+def test_api_reference_names_only_public_objects(page):
+    rendered = api_pages.render_api_page(page)
+    sharing = [p for p in PACKAGES if API_PAGES[p] == page]
+    refs = re.findall(r"^::: (\S+)", rendered, re.MULTILINE)
+    for ref in refs:
         module, name = ref.rsplit(".", 1)
         assert module in {f"keras_stable.{p}" for p in sharing}, ref
         assert name in _public(module.split(".", 1)[1])[1], f"{ref} is not public"
+    assert len(refs) == len(set(refs)), f"docs/{page} documents a name twice"
+
+
+def test_a_block_for_a_name_that_is_not_public_is_an_error():
+    with pytest.raises(ValueError, match="keras_stable.ops.safe_log"):
+        api_pages.render_api_page("api/ops.md", "# ops\n\n::: keras_stable.ops.safe_log\n")
+
+
+def test_a_page_keeps_its_own_blocks_and_order():
+    """A page that writes some blocks itself (to order them) gets the
+    missing ones after them, each name once."""
+    written = "# audit\n\n::: keras_stable.audit.audit\n\n::: keras_stable.audit.Finding\n"
+    rendered = api_pages.render_api_page("api/audit.md", written)
+    refs = re.findall(r"^::: keras_stable\.audit\.(\w+)", rendered, re.MULTILINE)
+    assert refs[:2] == ["audit", "Finding"]
+    assert sorted(refs) == sorted(keras_stable.audit.__all__)
+
+
+def test_a_new_subpackage_gets_a_page_and_a_nav_entry(monkeypatch):
+    """A subpackage with no page in docs/api/ (here the demo, which has an
+    `__all__`) gets a generated page, listed under "API reference"."""
+    monkeypatch.setattr(api_pages, "subpackages", lambda: [*PACKAGES, "demo"])
+    assert api_pages.api_pages()["api/demo.md"] == ["demo"]
+    page = api_pages.render_api_page("api/demo.md")
+    assert page.startswith("# `keras_stable.demo`\n")
+    assert re.search(r"^::: keras_stable\.demo\.main$", page, re.MULTILINE)
+    nav = [{"Home": "index.md"}, {"API reference": [{"ops": "api/ops.md"}]}]
+    config = api_pages.on_config({"nav": nav})
+    section = config["nav"][1]["API reference"]
+    assert {"keras_stable.demo": "api/demo.md"} in section
+    assert {"keras_stable.audit, keras_stable.callbacks": "api/audit.md"} in section
+
+
+def test_design_page_lists_every_public_name():
+    """The design page's API table is generated: one row per subpackage
+    naming each name of its `__all__`, linking to its API page."""
+    design = (DOCS / "design.md").read_text(encoding="utf-8")
+    assert design.count(api_pages.TABLE_MARKER) == 1
+    rendered = api_pages.render_design_page(design)
+    rows = {}
+    for line in rendered.splitlines():
+        match = re.match(r"\| \[`keras_stable\.(\w+)`\]\(([^)]+)\) \| (.*) \|$", line)
+        if match:
+            package, link, cell = match.groups()
+            assert link == API_PAGES[package]
+            rows[package] = re.findall(r"`(\w+)`", cell)
+    assert set(rows) == set(PACKAGES)
+    for package in PACKAGES:
+        assert sorted(rows[package]) == sorted(_public(package)[1]), package
 
 
 def test_every_page_is_in_the_nav():
     config = (ROOT / "mkdocs.yml").read_text()
-    pages = [p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md") if "scripts" not in p.parts]
+    assert re.search(r"^hooks:\s*\n\s*- docs/scripts/api_pages\.py\s*$", config, re.MULTILINE)
+    pages = [
+        p.relative_to(DOCS).as_posix()
+        for p in DOCS.rglob("*.md")
+        if "scripts" not in p.parts and "api" not in p.relative_to(DOCS).parts[:1]
+    ]
     assert pages
     for page in pages:
         assert re.search(rf":\s*{re.escape(page)}\s*$", config, re.MULTILINE), (
             f"docs/{page} is not in the mkdocs.yml nav"
         )
     assert re.search(r"Benchmarks:\s*benchmarks\.md", config)
+    # The API pages: in mkdocs.yml's nav, or added to it by the hook.
+    nav = [{"API reference": []}]
+    api_pages.on_config({"nav": nav})
+    added = {page for entry in nav[0]["API reference"] for page in entry.values()}
+    for page in set(API_PAGES.values()):
+        listed = re.search(rf":\s*{re.escape(page)}\s*$", config, re.MULTILINE)
+        assert listed or page in added, page
 
 
 @pytest.mark.parametrize("page", TRAP_PAGES, ids=[p.stem for p in TRAP_PAGES])
