@@ -160,6 +160,46 @@ def test_design_page_lists_every_public_name():
         assert sorted(rows[package]) == sorted(_public(package)[1]), package
 
 
+def _kernel_op_table():
+    """The rows of the design page's table of ops and their kernels (written
+    by hand, unlike the table of modules above it)."""
+    design = (DOCS / "design.md").read_text(encoding="utf-8")
+    start = design.index("| op | kernel (`ops/_kernels/`) | backward |")
+    rows = design[start : design.index("\n\n", start)].splitlines()[2:]
+    assert rows
+    return rows
+
+
+def test_design_kernel_tables_name_what_the_code_defines():
+    """The table of kernel modules is generated (every module, its
+    docstring, its names); in the table of ops, every `module.name` of a
+    kernel and every torch `*_pass` names a definition of that module."""
+    modules = api_pages.kernel_modules()
+    table = api_pages.kernel_table()
+    for module, (summary, names) in modules.items():
+        assert summary, f"keras_stable/ops/_kernels/{module} has no docstring"
+        assert f"| `{module}` |" in table
+    defined = {
+        module[: -len(".py")].replace("/", "."): set(names)
+        for module, (_, names) in modules.items()
+    }
+    checked = 0
+    for row in _kernel_op_table():
+        kernel_cell = row.split(" | ")[1]
+        for ref in re.findall(r"`([\w.]+)`", kernel_cell):
+            module, _, name = ref.rpartition(".")
+            if module in defined:
+                assert name in defined[module], (
+                    f"docs/design.md names `{ref}`, which ops/_kernels/"
+                    f"{module.replace('.', '/')}.py does not define"
+                )
+                checked += 1
+            elif ref.endswith("_pass"):
+                assert any(ref in names for names in defined.values()), ref
+                checked += 1
+    assert checked >= 10
+
+
 def test_every_page_is_in_the_nav():
     config = (ROOT / "mkdocs.yml").read_text()
     assert re.search(r"^hooks:\s*\n\s*- docs/scripts/api_pages\.py\s*$", config, re.MULTILINE)

@@ -14,12 +14,16 @@ the nav's "API reference" section.
 
 In `docs/design.md`, the marker `<!-- api: table -->` becomes the table of
 the public API: one row per subpackage, its names grouped by the module that
-defines them (`norms: ...`) where a module defines several.
+defines them (`norms: ...`) where a module defines several; the marker
+`<!-- kernels: table -->` becomes the table of the modules of
+`keras_stable/ops/_kernels/` (sub-packages included): each module's
+docstring summary and the names it defines, read from the source.
 
 `tests/test_docs.py` renders the pages with the functions below and checks
 that every public name is documented.
 """
 
+import ast
 import importlib
 import inspect
 import logging
@@ -150,10 +154,51 @@ def api_table():
     return "\n".join(rows) + "\n"
 
 
+# -- the design page's table of the kernel modules ---------------------------
+
+KERNELS = ROOT / "keras_stable" / "ops" / "_kernels"
+KERNEL_TABLE_MARKER = "<!-- kernels: table -->"
+
+
+def kernel_modules():
+    """{path under ops/_kernels/ ("norms.py", "torch/native.py"): (the first
+    paragraph of its docstring, the names it defines without a leading
+    underscore)}, read from the source (no import: some import torch)."""
+    modules = {}
+    for file in sorted(KERNELS.rglob("*.py")):
+        if file.name == "__init__.py" or "__pycache__" in file.parts:
+            continue
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        summary = " ".join((ast.get_docstring(tree) or "").split("\n\n")[0].split())
+        names = []
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.append(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names += [t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()]
+        names = [n for n in names if not n.startswith("_")]
+        modules[file.relative_to(KERNELS).as_posix()] = (summary, names)
+    return modules
+
+
+def kernel_table():
+    """The design page's table of the modules of `ops/_kernels/` (Markdown):
+    each module's docstring summary and the names it defines."""
+    rows = ["| module of `ops/_kernels/` | what it holds | defines |", "|---|---|---|"]
+    for module, (summary, names) in kernel_modules().items():
+        cell = summary.replace("|", "\\|")
+        rows.append(f"| `{module}` | {cell} | {', '.join(f'`{n}`' for n in names)} |")
+    return "\n".join(rows) + "\n"
+
+
 def render_design_page(markdown):
-    if TABLE_MARKER not in markdown:
-        raise ValueError(f"docs/design.md lacks the marker {TABLE_MARKER} of the API table")
-    return markdown.replace(TABLE_MARKER, api_table().rstrip("\n"))
+    """docs/design.md with its two generated tables."""
+    for marker, table in ((TABLE_MARKER, api_table), (KERNEL_TABLE_MARKER, kernel_table)):
+        if markdown.count(marker) != 1:
+            raise ValueError(f"docs/design.md must hold the marker {marker} once")
+        markdown = markdown.replace(marker, table().rstrip("\n"))
+    return markdown
 
 
 # -- MkDocs events ------------------------------------------------------------
