@@ -10,7 +10,8 @@ formulation (values and gradients), which stays the reference:
 - `ctc.py`: the CTC forward algorithm in log space over a compiled scan,
   with its alpha-beta backward;
 - `norms.py`: `safe_norm`, `l2_normalize`, `cosine_similarity` (with the
-  power-of-two rescue of a sum of squares that left the range);
+  power-of-two rescue of a sum of squares that left the range, whose
+  table `RESCUE` is in `shared.py`);
 - `softmax.py`: `softmax`, `log_softmax`, `logsumexp`;
 - `cross_entropy.py`: the dense `softmax_cross_entropy`;
 - `linear_cross_entropy.py`: the fused linear cross-entropy (a large
@@ -21,6 +22,8 @@ formulation (values and gradients), which stays the reference:
   sharded over a JAX `ModelParallel` mesh (`jax.shard_map`; imported only
   on JAX);
 - `blocks.py`: the compiled loop over blocks the blockwise kernels share;
+- `shared.py`: the constants and helpers several families share (`RESCUE`,
+  `soft_cap`), a leaf that imports no other module of the package;
 - `dispatch.py`: the one backend switch (`fused`, `native_pass`,
   `native_op`, `kernels_enabled`);
 - `torch_native.py`: PyTorch's native passes and fused cross-entropies,
@@ -32,7 +35,6 @@ formulation (values and gradients), which stays the reference:
 
 from keras_stable.ops._kernels.attention import attention_kernel
 from keras_stable.ops._kernels.attention import causal_mask
-from keras_stable.ops._kernels.attention import soft_cap
 from keras_stable.ops._kernels.cross_entropy import softmax_cross_entropy_kernel
 from keras_stable.ops._kernels.ctc import UNREACHABLE
 from keras_stable.ops._kernels.ctc import ctc_log_likelihood
@@ -48,6 +50,7 @@ from keras_stable.ops._kernels.norms import cosine_kernel
 from keras_stable.ops._kernels.norms import l2_normalize_kernel
 from keras_stable.ops._kernels.norms import norm_kernel
 from keras_stable.ops._kernels.pairwise import pairwise_kernel
+from keras_stable.ops._kernels.shared import soft_cap
 from keras_stable.ops._kernels.softmax import log_softmax_kernel
 from keras_stable.ops._kernels.softmax import logsumexp_kernel
 from keras_stable.ops._kernels.softmax import softmax_kernel

@@ -31,6 +31,7 @@ from keras_stable.common.dtypes import tanh
 from keras_stable.ops._kernels.blocks import for_each_block
 from keras_stable.ops._kernels.dispatch import fused
 from keras_stable.ops._kernels.dispatch import native_op
+from keras_stable.ops._kernels.shared import soft_cap
 
 
 def causal_mask(t, s, start=0, rank=2):
@@ -42,11 +43,6 @@ def causal_mask(t, s, start=0, rank=2):
     rows = ops.expand_dims(ops.arange(t, dtype="int32"), 1)
     cols = ops.expand_dims(ops.arange(s, dtype="int32") + start, 0)
     return ops.reshape(ops.greater_equal(rows, cols), (1,) * (rank - 2) + (t, s))
-
-
-def soft_cap(logits, cap):
-    """`cap * tanh(logits / cap)`."""
-    return tanh(logits / cap) * cap
 
 
 def _keys(x, start, size):

@@ -10,8 +10,8 @@ import numpy as np
 from keras import ops
 
 from keras_stable.common.dtypes import maximum
-from keras_stable.ops._kernels.attention import soft_cap
 from keras_stable.ops._kernels.blocks import for_each_block
+from keras_stable.ops._kernels.shared import soft_cap
 
 # The running max before any block: the lowest finite float32, not -inf, so
 # that valid inputs never build an inf (`jax.debug_infs`, TF's

@@ -1,7 +1,7 @@
 """The fused pairwise-distance kernel (private to `keras_stable.ops`).
 
 A member of the fused kernels (`dispatch.fused`, the rescue table
-`norms.RESCUE`): `pairwise_distance`'s value and its closed-form
+`shared.RESCUE`): `pairwise_distance`'s value and its closed-form
 gradient, both by explicit differences `a_i - b_j`, `CHUNK` features at a time, so that
 neither pass holds an `[n, m, features]` tensor and neither goes through
 the expansion `|a|^2 + |b|^2 - 2 a.b`, whose rounding error
@@ -15,7 +15,7 @@ from keras import ops
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
 from keras_stable.ops._kernels.dispatch import fused
-from keras_stable.ops._kernels.norms import RESCUE
+from keras_stable.ops._kernels.shared import RESCUE
 
 # Features per step of both passes: each step holds one block of `n m
 # CHUNK` differences (where the compiler does not fuse it away).

@@ -14,7 +14,7 @@ that `dispatch.fused` runs through `TorchFused` for the kernel `<name>`.
 import torch
 
 from keras_stable.common.dtypes import dtype_of
-from keras_stable.ops._kernels.norms import RESCUE
+from keras_stable.ops._kernels.shared import RESCUE
 from keras_stable.ops._kernels.torch_attention import native_attention  # noqa: F401
 from keras_stable.ops._kernels.torch_attention import native_materialised_attention  # noqa: F401
 
