@@ -326,7 +326,7 @@ def dot_product_attention(
         if kernels_enabled() and not symbolic:
             # PyTorch: the same numbers in exact blocks of query rows.
             out = native_op(
-                "native_materialised_attention", q5, key, value, bias5, mask5, scale, is_causal, cap
+                "materialised_attention", q5, key, value, bias5, mask5, scale, is_causal, cap
             )
         if out is None:
             out = _materialised(q5, key, value, bias5, mask5, scale, is_causal, cap)

@@ -176,7 +176,7 @@ def sparse_softmax_cross_entropy(
     mask = prepare_mask(mask, logits)
     if mask is None and _kernels.kernels_enabled():
         # PyTorch: torch's fused cross-entropy where it gives these values.
-        loss = _kernels.native_op("native_sparse_cross_entropy", labels, logits, axis, ignore_class)
+        loss = _kernels.native_op("sparse_cross_entropy", labels, logits, axis, ignore_class)
         if loss is not None:
             return ops.cast(loss, out_dtype)
     num_classes = static_shape(logits)[axis]
@@ -258,7 +258,7 @@ def sigmoid_cross_entropy(labels, logits, from_logits=True):
     labels = ops.cast(labels, compute)
     if _kernels.kernels_enabled():
         # PyTorch: torch's fused form where it gives these values.
-        loss = _kernels.native_op("native_sigmoid_cross_entropy", labels, logits)
+        loss = _kernels.native_op("sigmoid_cross_entropy", labels, logits)
         if loss is not None:
             return ops.cast(loss, out_dtype)
     # relu(x) and -|x| through one shared select: at x == 0 autodiff would

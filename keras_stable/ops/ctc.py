@@ -109,9 +109,9 @@ def ctc_loss_over_frames(
     float64; `target` int32; `target_length` int32. Shapes are checked by
     the caller; `max_label_length` and `time` may be unknown until run time.
     On PyTorch torch's own CTC runs where it gives the same values
-    (`torch_native.native_ctc_loss`): over the first `output_length`
-    frames (int32 `(batch,)`) when given, else over the marked frames
-    gathered to the front (`native_ctc_loss_over_frames`).
+    (`ops/_kernels/torch/losses.py`, `native_ctc_loss`): over the first
+    `output_length` frames (int32 `(batch,)`) when given, else over the
+    marked frames gathered to the front (`native_ctc_loss_over_frames`).
     """
     symbolic = _symbolic(logits, target, target_length, frames, output_length)
     if symbolic is not None:
@@ -132,11 +132,11 @@ def ctc_loss_over_frames(
     if _kernels.kernels_enabled():
         if output_length is not None:
             loss = _kernels.native_op(
-                "native_ctc_loss", target, logits, target_length, output_length, mask_index
+                "ctc_loss", target, logits, target_length, output_length, mask_index
             )
         else:
             loss = _kernels.native_op(
-                "native_ctc_loss_over_frames", target, logits, target_length, frames, mask_index
+                "ctc_loss_over_frames", target, logits, target_length, frames, mask_index
             )
         log_likelihood = None if loss is None else -loss
     if log_likelihood is None:

@@ -127,9 +127,9 @@ def test_with_a_constant_bias(monkeypatch, name, chunk_size):
     but the query, key and value is differentiated (a mask, a constant bias
     with `-inf` entries): against the portable materialised formulation,
     empty rows included (output 0, every gradient as if their upstream were
-    0). On PyTorch these are torch's kernels (`torch_attention.py`: exact
-    blocks of query rows, torch's fused attention): the spy checks that
-    they ran."""
+    0). On PyTorch these are torch's kernels
+    (`ops/_kernels/torch/attention.py`: exact blocks of query rows, torch's
+    fused attention): the spy checks that they ran."""
     if name in EMPTY:
         (kw, bias), shape = EMPTY[name], dict(t=6, s=6)
         empty = _empty_rows(kw, bias, 6, 6)
@@ -142,7 +142,7 @@ def test_with_a_constant_bias(monkeypatch, name, chunk_size):
     cot = RNG.normal(size=q.shape).astype("float32")
     extra = {} if bias is None else {"bias": bias}
     fn = _fn(chunk_size, **kw, **extra)
-    native = "native_attention" if chunk_size else "native_materialised_attention"
+    native = "attention" if chunk_size else "materialised_attention"
     ran = _spy_torch_attention(monkeypatch, native)
     ref_out, ref_grads = _materialised(monkeypatch, fn, [q, k, v], (0, 1, 2), cot)
     for mode in MODES:
@@ -164,22 +164,23 @@ def test_with_a_constant_bias(monkeypatch, name, chunk_size):
 
 
 def _spy_torch_attention(monkeypatch, name):
-    """On PyTorch, a list that records whether each call of
-    `torch_native.<name>` gave torch's result; None elsewhere."""
+    """On PyTorch, a list that records whether each call of torch's op
+    `name` (in the table `torch.OPS` that `dispatch.native_op` reads) gave
+    torch's result; None elsewhere."""
     import keras
 
     if keras.backend.backend() != "torch":
         return None
-    from keras_stable.ops._kernels import torch_native
+    from keras_stable.ops._kernels import torch as torch_kernels
 
-    ran, real = [], getattr(torch_native, name)
+    ran, real = [], torch_kernels.OPS[name]
 
     def spy(*args):
         out = real(*args)
         ran.append(out is not None)
         return out
 
-    monkeypatch.setattr(torch_native, name, spy)
+    monkeypatch.setitem(torch_kernels.OPS, name, spy)
     return ran
 
 

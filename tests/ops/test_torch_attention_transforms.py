@@ -1,5 +1,5 @@
-"""PyTorch: `dot_product_attention` on torch's kernels (`torch_attention.py`)
-under what users run on autograd besides one `backward`: a second backward
+"""PyTorch: `dot_product_attention` on torch's kernels
+(`ops/_kernels/torch/attention.py`) under what users run on autograd besides one `backward`: a second backward
 through the same graph (`retain_graph=True`, GAN and multi-loss loops),
 the `torch.func` transforms (`grad`, `vmap` and their compositions) and
 `gradcheck` with batched gradients, on the materialised path (at most 1024
@@ -21,9 +21,9 @@ F64 = "float64"
 
 # chunk_size, keys, the torch function that runs.
 PATHS = {
-    "materialised": (None, 7, "native_materialised_attention"),
-    "blockwise": (3, 7, "native_attention"),
-    "blockwise_past_1024_keys": (None, 1030, "native_attention"),
+    "materialised": (None, 7, "materialised_attention"),
+    "blockwise": (3, 7, "attention"),
+    "blockwise_past_1024_keys": (None, 1030, "attention"),
 }
 
 
@@ -147,7 +147,7 @@ def test_vmap_matches_a_loop(monkeypatch, path):
 def test_gradcheck(monkeypatch, chunk_size, kw):
     """`gradcheck` and `gradgradcheck` in float64 with batched gradients
     (a `vmap` of the backward), grouped heads and an empty row."""
-    native = "native_attention" if chunk_size else "native_materialised_attention"
+    native = "attention" if chunk_size else "materialised_attention"
     ran = _spy_torch_attention(monkeypatch, native)
     q, k, v, mask = _inputs(4, seed=2, t=3, n=2, kv=1)
     q, k, v, mask = q[:1], k[:1], v[:1], mask[:1]

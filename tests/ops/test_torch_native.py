@@ -3,7 +3,7 @@
 `sparse_softmax_cross_entropy` and `sigmoid_cross_entropy` (from logits)
 run `torch.nn.functional.cross_entropy` and
 `binary_cross_entropy_with_logits` where those give the portable
-formulation's values (`keras_stable/ops/_kernels/torch_native.py`:
+formulation's values (`keras_stable/ops/_kernels/torch/losses.py`:
 `native_sparse_cross_entropy`, `native_sigmoid_cross_entropy`), and the
 portable formulation elsewhere. Each case of the grid below says which
 path it takes (checked on the native function itself), and the public op
@@ -33,9 +33,18 @@ RNG = np.random.default_rng(11)
 
 
 def _native():
-    from keras_stable.ops._kernels import torch_native
+    from keras_stable.ops._kernels.torch import losses
 
-    return torch_native
+    return losses
+
+
+def _spy(monkeypatch, name, record):
+    """Replaces torch's op `name` in the table `dispatch.native_op` reads
+    (`torch.OPS`) by one that calls `record(args)` first."""
+    from keras_stable.ops._kernels import torch as torch_kernels
+
+    real = torch_kernels.OPS[name]
+    monkeypatch.setitem(torch_kernels.OPS, name, lambda *a: record(a) or real(*a))
 
 
 def _tensor(a, dtype):
@@ -167,10 +176,7 @@ def test_sparse_cross_entropy_in_half_precision_matches_the_portable_formulation
 def test_sparse_cross_entropy_with_a_mask_takes_the_portable_formulation(monkeypatch):
     """A mask on the classes is not torch's: the native op is not called."""
     calls = []
-    native = _native().native_sparse_cross_entropy
-    monkeypatch.setattr(
-        _native(), "native_sparse_cross_entropy", lambda *a: calls.append(a) or native(*a)
-    )
+    _spy(monkeypatch, "sparse_cross_entropy", calls.append)
     labels, logits = _tensor([0, 3, 2], "int32"), _tensor(LOGITS, "float32")
     mask = np.array([[True, True, False, True]] * 3)
 
@@ -385,12 +391,19 @@ def test_stable_ctc_takes_torch_ctc_with_and_without_a_mask(monkeypatch):
     marked frames gathered to the front; values and gradients are the
     portable formulation's."""
     from keras_stable import losses
+    from keras_stable.ops._kernels import torch as torch_kernels
 
     calls = []
     native = _native().native_ctc_loss
-    monkeypatch.setattr(
-        _native(), "native_ctc_loss", lambda *a: calls.append(1) or native(*a), raising=True
-    )
+
+    def spy(*args):
+        calls.append(1)
+        return native(*args)
+
+    # torch's CTC, reached from the table `dispatch.native_op` reads or (the
+    # marked frames gathered first) from `native_ctc_loss_over_frames`.
+    monkeypatch.setitem(torch_kernels.OPS, "ctc_loss", spy)
+    monkeypatch.setattr(_native(), "native_ctc_loss", spy)
     target, logits, _, _ = _ctc_batch(1.0)
     target = np.where(np.arange(4) < np.array([3, 2, 4, 4, 0, 4])[:, None], target, 0)
     loss = losses.StableCTC(reduction="none")
@@ -415,3 +428,22 @@ def test_stable_ctc_takes_torch_ctc_with_and_without_a_mask(monkeypatch):
         assert_close(value, expected, "float32", f"{with_mask=}: value")
         assert_close(grad, expected_grad, "float32", f"{with_mask=}: gradient")
     assert value[0] > 0 and np.all(grad[0, ~mask[0]] == 0.0)
+
+
+def test_the_tables_name_every_native_the_kernels_ask_for():
+    """`dispatch.native_pass` and `dispatch.native_op` read the tables of
+    the torch sub-package by name: every name the package asks for is in
+    its table, and every entry is asked for (no dead native)."""
+    import pathlib
+    import re
+
+    from keras_stable.ops._kernels import torch as torch_kernels
+
+    package = pathlib.Path(ops.__file__).parent
+    source = "\n".join(p.read_text() for p in package.rglob("*.py"))
+    for function, table in (
+        ("native_pass", torch_kernels.PASSES),
+        ("native_op", torch_kernels.OPS),
+    ):
+        asked = set(re.findall(function + r'\(\s*"(\w+)"', source))
+        assert asked == set(table), (function, asked ^ set(table))

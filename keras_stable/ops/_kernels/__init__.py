@@ -25,12 +25,12 @@ formulation (values and gradients), which stays the reference:
 - `shared.py`: the constants and helpers several families share (`RESCUE`,
   `soft_cap`), a leaf that imports no other module of the package;
 - `dispatch.py`: the one backend switch (`fused`, `native_pass`,
-  `native_op`, `kernels_enabled`);
-- `torch_native.py`: PyTorch's native passes and fused cross-entropies,
-  and `torch_attention.py`, attention by torch's kernels (the blockwise
-  path as torch's fused attention, the materialised one in exact blocks
-  of query rows): the only modules that import torch (only when the
-  backend is torch).
+  `native_op`, `kernels_enabled`, and the questions the kernels ask about
+  the backend);
+- `torch/`: PyTorch's native passes, fused cross-entropies and CTC, and
+  attention by torch's kernels, in two explicit tables (`PASSES`, `OPS`):
+  the only package that imports torch (imported by `dispatch.py` only when
+  the backend is torch).
 """
 
 from keras_stable.ops._kernels.attention import attention_kernel

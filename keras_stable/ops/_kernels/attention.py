@@ -189,7 +189,7 @@ def attention_kernel(q, k, v, bias, mask, scale, is_causal, cap, chunk_size):
     # PyTorch: its fused attention where it computes ours (the same
     # blockwise algorithm and backward; eager, so no compiled loop of ours
     # to fuse the blocks).
-    out = native_op("native_attention", q, k, v, bias, mask, scale, is_causal, cap)
+    out = native_op("attention", q, k, v, bias, mask, scale, is_causal, cap)
     if out is not None:
         return out
     problem = _Problem(mask, scale, is_causal, cap, chunk_size)

@@ -3,7 +3,7 @@
 
 Nothing of the size of the logits is kept for the backward pass, which
 recomputes `exp(x - max)`. On PyTorch, `dispatch.fused` runs the native
-pass of `torch_native.py` for finite, unmasked logits.
+pass of `torch/passes.py` for finite, unmasked logits.
 """
 
 from keras import ops

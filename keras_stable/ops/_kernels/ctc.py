@@ -16,13 +16,13 @@ Every state holds a finite log-probability: an unreachable one holds
 `UNREACHABLE` (-1e30), never `-inf`, so no `-inf - (-inf)` arises.
 """
 
-import keras
 from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import maximum
 from keras_stable.common.dtypes import minimum
 from keras_stable.common.dtypes import static_shape
+from keras_stable.ops._kernels.dispatch import scan_outputs_follow_carry
 
 UNREACHABLE = -1e30
 
@@ -153,7 +153,7 @@ def _posteriors(alphas, emissions, frames, skip_bias, final, log_likelihood):
     the loop computes the backward variables `gamma_t` only; the
     posteriors of every frame are one elementwise pass after it."""
     skip_next = _shift_left(skip_bias, 2)  # may state s jump to s + 2
-    if keras.backend.backend() == "tensorflow":
+    if scan_outputs_follow_carry():
         gammas = _backward_in_step(emissions, frames, final, skip_next)
     else:
         gammas = _backward_ahead(emissions, frames, final, skip_next)

@@ -1,11 +1,16 @@
 """The one backend switch of the kernels.
 
+Every question a kernel asks about the backend is a function here; no other
+module of `keras_stable/ops` reads `keras.backend.backend()`.
+
 `fused` runs a kernel: a `keras.ops.custom_gradient` on TensorFlow and
-JAX, a `torch.autograd.Function` on PyTorch (`torch_native.TorchFused`,
+JAX, a `torch.autograd.Function` on PyTorch (`torch.fused.TorchFused`,
 with the kernel's native pass where it applies). `native_pass` and
-`native_op` name what `torch_native.py` offers; off PyTorch they give
-None and `torch_native` (the only module that imports torch) is never
-imported. `kernels_enabled` is the switch to the portable formulation.
+`native_op` read the tables of the torch sub-package (`torch.PASSES`,
+`torch.OPS`); off PyTorch they give None and the sub-package (the only one
+that imports torch) is never imported. `vocabulary_sharding` and
+`sharded_linear_cross_entropy` reach the JAX-only `sharded.py` likewise.
+`kernels_enabled` is the switch to the portable formulation.
 """
 
 import os
@@ -31,11 +36,25 @@ def _on_torch():
     return keras.backend.backend() == "torch"
 
 
-def _torch_native():
-    # Imported here, not at module load: torch is imported only on torch.
-    from keras_stable.ops._kernels import torch_native
+def eager_layout():
+    """Whether the kernels run op by op, with no compiler to lay out their
+    intermediates (PyTorch): a kernel may then pick the layout that eager
+    execution reads fastest (`pairwise.py`)."""
+    return _on_torch()
 
-    return torch_native
+
+def scan_outputs_follow_carry():
+    """Whether `keras.ops.scan` stacks only outputs shaped like its carry
+    (TensorFlow's): a loop must then carry exactly what it outputs
+    (`ctc.py`)."""
+    return keras.backend.backend() == "tensorflow"
+
+
+def _torch():
+    # Imported here, not at module load: torch is imported only on torch.
+    from keras_stable.ops._kernels import torch
+
+    return torch
 
 
 def _symbolic(args):
@@ -48,15 +67,15 @@ def fused(forward, backward, *inputs, native=None):
     `forward(*inputs) -> (output, saved)`; `backward(inputs, saved, output,
     upstream) -> [gradient for each input]`. Only tensors go in `inputs`:
     static arguments and masks are closed over. On PyTorch, `native` (a
-    `(forward, backward)` pair, see `torch_native.py` and `native_pass`)
-    runs instead where it applies. Symbolic inputs (KerasTensors, a
-    functional model's first call) only need the output's shape and
-    dtype: the forward pass gives them, with no gradient to register.
+    `(forward, backward)` pair, see `native_pass`) runs instead where it
+    applies. Symbolic inputs (KerasTensors, a functional model's first
+    call) only need the output's shape and dtype: the forward pass gives
+    them, with no gradient to register.
     """
     if _symbolic(inputs):
         return forward(*inputs)[0]
     if _on_torch():
-        return _torch_native().torch_fused(forward, backward, native, inputs)
+        return _torch().torch_fused(forward, backward, native, inputs)
 
     @ops.custom_gradient
     def run(*inputs):
@@ -72,22 +91,23 @@ def fused(forward, backward, *inputs, native=None):
 
 
 def native_pass(name, *args):
-    """The native `(forward, backward)` pair of the kernel `name`
-    (`torch_native.<name>_pass(*args)`) on PyTorch; None elsewhere."""
+    """The native `(forward, backward)` pair of the kernel `name` on
+    PyTorch (`torch.PASSES[name](*args)`, `torch/passes.py`); None
+    elsewhere."""
     if not _on_torch():
         return None
-    return getattr(_torch_native(), f"{name}_pass")(*args)
+    return _torch().PASSES[name](*args)
 
 
 def native_op(name, *args):
-    """`torch_native.<name>(*args)`, a torch fused op that returns None
-    where it does not give the portable formulation's values, on PyTorch;
-    None elsewhere (the caller then runs the portable formulation), and
-    for symbolic inputs (KerasTensors: the portable formulation gives the
+    """`torch.OPS[name](*args)`, a torch fused op that returns None where
+    it does not give the portable formulation's values, on PyTorch; None
+    elsewhere (the caller then runs the portable formulation), and for
+    symbolic inputs (KerasTensors: the portable formulation gives the
     output's spec)."""
     if not _on_torch() or _symbolic(args):
         return None
-    return getattr(_torch_native(), name)(*args)
+    return _torch().OPS[name](*args)
 
 
 def vocabulary_sharding(tokens, vocab):

@@ -9,7 +9,7 @@ derivative's closed form, keeping only the input and a few scalars per
 slice. The backward passes are written with `keras.ops` and the
 double-where pattern, so they can be differentiated again (gradient
 penalties). On PyTorch, `dispatch.fused` runs the native pass of
-`torch_native.py` of the same name where it applies.
+`torch/passes.py` of the same name where it applies.
 """
 
 from keras import ops

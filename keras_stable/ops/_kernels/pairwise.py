@@ -9,11 +9,11 @@ the expansion `|a|^2 + |b|^2 - 2 a.b`, whose rounding error
 near-coincident rows.
 """
 
-import keras
 from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
+from keras_stable.ops._kernels.dispatch import eager_layout
 from keras_stable.ops._kernels.dispatch import fused
 from keras_stable.ops._kernels.shared import RESCUE
 
@@ -22,9 +22,6 @@ from keras_stable.ops._kernels.shared import RESCUE
 CHUNK = 16
 
 _INF = float("inf")
-
-# The layout of the gradient's blocks (see `pairwise_kernel`'s backward).
-_EAGER_LAYOUT = keras.backend.backend() == "torch"
 
 
 def _blocked(x, blocks):
@@ -122,6 +119,8 @@ def pairwise_kernel(a, b, squared, rescue=True):
     `O(n m + (n + m) f)` in both passes.
     """
     same = b is None
+    # The layout of the gradient's blocks (see the backward's `pass_over`).
+    eager = eager_layout()
     features = static_shape(a)[1]
     blocks = -(-features // CHUNK)
     dtype = dtype_of(a)
@@ -194,7 +193,7 @@ def pairwise_kernel(a, b, squared, rescue=True):
             # leading axes were 4x slower); eager torch keeps `[n, m, CHUNK]`
             # (the other layout's strided blocks were 1.5x slower there).
             def step(i, grads):
-                if _EAGER_LAYOUT:
+                if eager:
                     d, at, sums = _diff(ab, bb, i), -1, (1, 0)
                 else:
                     a_t = ops.transpose(ops.take(ab, i, axis=0))  # [CHUNK, n]
@@ -205,7 +204,7 @@ def pairwise_kernel(a, b, squared, rescue=True):
                     d = ops.where(rescued, d * c, d)
                 wd = ops.expand_dims(w, at) * d
                 ga, gb = ops.sum(wd, axis=sums[0]), -ops.sum(wd, axis=sums[1])
-                if not _EAGER_LAYOUT:
+                if not eager:
                     ga, gb = ops.transpose(ga), ops.transpose(gb)
                 return (
                     ops.slice_update(grads[0], (i, 0, 0), ops.expand_dims(ga, 0)),

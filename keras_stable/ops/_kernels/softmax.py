@@ -6,7 +6,7 @@ formulation of `keras_stable/ops/softmax.py` does (the `_reference_*`
 functions), and its gradient from the closed form, from the output (or
 `exp(x - max)` and its sum) alone: no mask or intermediate of autodiff's
 `where`s is kept. On PyTorch, `dispatch.fused` runs the native pass of
-`torch_native.py` where it applies.
+`torch/passes.py` where it applies.
 """
 
 from keras import ops

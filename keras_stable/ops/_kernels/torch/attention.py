@@ -1,6 +1,6 @@
 """PyTorch: `dot_product_attention` by torch's own kernels, where they give
-our numbers (private to `keras_stable.ops`; imported by `torch_native.py`,
-so only when the backend is torch).
+our numbers (private to `keras_stable.ops`; in the table `OPS` of this
+package, imported only when the backend is torch).
 
 - `native_attention`, the blockwise path (`attention.attention_kernel`):
   torch's fused `scaled_dot_product_attention` (on the CPU its flash
