@@ -15,7 +15,7 @@ formulation (values and gradients), which stays the reference:
 - `softmax.py`: `softmax`, `log_softmax`, `logsumexp`;
 - `cross_entropy.py`: the dense `softmax_cross_entropy`;
 - `linear_cross_entropy.py`: the fused linear cross-entropy (a large
-  vocabulary one block at a time);
+  vocabulary one block at a time), whose block loops are in `head.py`;
 - `pairwise.py`: `pairwise_distance` (explicit differences, a per-pair
   rescue, the closed-form gradient);
 - `sharded.py`: the fused linear cross-entropy with its vocabulary
@@ -44,7 +44,7 @@ from keras_stable.ops._kernels.dispatch import native_op
 from keras_stable.ops._kernels.dispatch import native_pass
 from keras_stable.ops._kernels.dispatch import sharded_linear_cross_entropy
 from keras_stable.ops._kernels.dispatch import vocabulary_sharding
-from keras_stable.ops._kernels.linear_cross_entropy import HeadOptions
+from keras_stable.ops._kernels.head import HeadOptions
 from keras_stable.ops._kernels.linear_cross_entropy import linear_cross_entropy_kernel
 from keras_stable.ops._kernels.norms import cosine_kernel
 from keras_stable.ops._kernels.norms import l2_normalize_kernel

@@ -198,10 +198,6 @@ def attention_kernel(q, k, v, bias, mask, scale, is_causal, cap, chunk_size):
     def backward(inputs, saved, output, upstream):
         return problem.backward(inputs, saved, upstream)
 
-    def native_backward(inputs, saved, upstream, needs):
-        return problem.backward(inputs, saved, upstream)
-
-    # On PyTorch the same keras.ops passes run as the "native" pair of
-    # `fused`, which keeps `saved` (lse, output) instead of recomputing the
-    # forward pass in the backward.
-    return fused(problem.forward, backward, *inputs, native=(problem.forward, native_backward))
+    # The backward reads `saved` (lse, output) on PyTorch too, instead of
+    # running the forward's loop over the key blocks again.
+    return fused(problem.forward, backward, *inputs, keep=True)

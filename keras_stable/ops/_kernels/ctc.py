@@ -22,6 +22,7 @@ from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import maximum
 from keras_stable.common.dtypes import minimum
 from keras_stable.common.dtypes import static_shape
+from keras_stable.ops._kernels.dispatch import fused
 from keras_stable.ops._kernels.dispatch import scan_outputs_follow_carry
 
 UNREACHABLE = -1e30
@@ -184,18 +185,17 @@ def ctc_log_likelihood(emissions, frames, skip_bias, target_length):
     index = _states_index(skip_bias)
     frames = ops.expand_dims(ops.transpose(frames), -1)  # (T, B, 1)
 
-    @ops.custom_gradient
-    def log_likelihood(emissions):
+    def forward(emissions):
         alphas = _forward(emissions, frames, skip_bias)
         final = _final_states(target_length, index, dtype_of(emissions))
-        value = ops.logsumexp(alphas[-1] + final, axis=1)
+        return ops.logsumexp(alphas[-1] + final, axis=1), (alphas, final)
 
-        def grad(*args, upstream=None):
-            # TF and JAX call grad(upstream); torch grad(*inputs, upstream=).
-            upstream = args[0] if upstream is None else upstream
-            posteriors = _posteriors(alphas, emissions, frames, skip_bias, final, value)
-            return posteriors * ops.reshape(upstream, (1, -1, 1))
+    def backward(inputs, saved, value, upstream):
+        (emissions,) = inputs
+        alphas, final = saved
+        posteriors = _posteriors(alphas, emissions, frames, skip_bias, final, value)
+        return [posteriors * ops.reshape(upstream, (1, -1, 1))]
 
-        return value, grad
-
-    return log_likelihood(emissions)
+    # The backward reads the forward variables kept by the forward pass
+    # (the loop is not run twice).
+    return fused(forward, backward, emissions, keep=True)

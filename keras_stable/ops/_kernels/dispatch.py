@@ -61,7 +61,7 @@ def _symbolic(args):
     return any(isinstance(x, keras.KerasTensor) for x in args)
 
 
-def fused(forward, backward, *inputs, native=None):
+def fused(forward, backward, *inputs, native=None, keep=False):
     """`forward(*inputs)[0]`, with the gradient given by `backward`.
 
     `forward(*inputs) -> (output, saved)`; `backward(inputs, saved, output,
@@ -71,10 +71,22 @@ def fused(forward, backward, *inputs, native=None):
     applies. Symbolic inputs (KerasTensors, a functional model's first
     call) only need the output's shape and dtype: the forward pass gives
     them, with no gradient to register.
+
+    `keep=True` (a kernel whose forward is a loop too costly to run twice:
+    attention, CTC, the linear cross-entropy, pairwise distances): the
+    backward reads the output and `saved` that the forward kept, on every
+    backend. Without it, TensorFlow and JAX keep them too, but PyTorch
+    keeps only the inputs and runs the forward again in the backward
+    (`torch/fused.py`). On PyTorch a kept backward is the pair's
+    `(forward, backward)` run as a native pass: where autograd
+    differentiates the backward again (`create_graph=True`), or under
+    `torch.compile`, the forward runs again with autograd instead.
     """
     if _symbolic(inputs):
         return forward(*inputs)[0]
     if _on_torch():
+        if keep and native is None:
+            native = _kept(forward, backward)
         return _torch().torch_fused(forward, backward, native, inputs)
 
     @ops.custom_gradient
@@ -88,6 +100,20 @@ def fused(forward, backward, *inputs, native=None):
         return output, grad
 
     return run(*inputs)
+
+
+def _kept(forward, backward):
+    """`(forward, backward)` as a native pass (`torch/fused.py`) that
+    keeps the output beside `saved` for the backward."""
+
+    def kept_forward(*inputs):
+        output, saved = forward(*inputs)
+        return output, (output, *saved)
+
+    def kept_backward(inputs, saved, upstream, needs):
+        return backward(inputs, saved[1:], saved[0], upstream)
+
+    return kept_forward, kept_backward
 
 
 def native_pass(name, *args):

@@ -223,15 +223,6 @@ def pairwise_kernel(a, b, squared, rescue=True):
         return [_unblocked(gr, features) for gr in grads]
 
     inputs = (a,) if same else (a, b)
-    native = (forward, _native_backward(backward))
-    return fused(forward, backward, *inputs, native=native)
-
-
-def _native_backward(backward):
-    """The PyTorch pass of `fused`: the same `keras.ops` backward, from the
-    sums the forward pass kept (no recomputation of the forward)."""
-
-    def native(inputs, saved, upstream, needs):
-        return backward(inputs, saved, None, upstream)
-
-    return native
+    # The backward reads the sums the forward kept, on PyTorch too (no
+    # recomputation of the forward).
+    return fused(forward, backward, *inputs, keep=True)

@@ -5,7 +5,7 @@ Under a `ModelParallel` distribution whose mesh has the batch axis and one
 model axis, the head runs as a `jax.shard_map` over that mesh: each device
 holds `tokens / batch` rows of the hidden states and `vocab / model`
 columns of the kernel, runs the same block loops as on one device over its
-shard (`linear_cross_entropy.py`), and the devices of a model row combine
+shard (`head.py`), and the devices of a model row combine
 their partial log-sum-exps with one `pmax` and one `psum` (the online
 softmax across devices instead of across blocks). The label's logit lives
 on one shard (a `psum` of the others' zeros). The backward sums the
@@ -21,7 +21,7 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 from keras import ops
 
-from keras_stable.ops._kernels import linear_cross_entropy as head
+from keras_stable.ops._kernels import head
 
 
 class VocabularySharding:
