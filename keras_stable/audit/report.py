@@ -1,76 +1,10 @@
-"""What the audit found: `Finding`, `AuditReport` and the trap catalogue."""
+"""What the audit found: `Finding` and `AuditReport` (the traps they name
+are in `catalogue.py`)."""
 
 import dataclasses
 
+from keras_stable.audit.catalogue import TRAPS
 from keras_stable.audit.pages import reference
-
-# One entry per trap the audit can name: what it is, the keras_stable
-# replacement for a layer, for a loss, and the page that explains it (a
-# file of `keras_stable/audit/pages/`, shipped with the package: a copy of
-# `docs/traps/` and `docs/symptoms.md`).
-TRAPS = {
-    "norm_at_zero": {
-        "title": "norm or sqrt at zero: the gradient x / ||x|| is 0/0",
-        "fix": "keras_stable.ops.safe_norm / layers.SafeNorm",
-        "loss_fix": "keras_stable.losses.MaskedMultiTaskDistance / ops.safe_norm",
-        "doc": "norm-at-zero.md",
-    },
-    "exp_overflow": {
-        "title": "exp of a large input overflows to inf",
-        "fix": "keras_stable.ops.logsumexp / ops.softmax / layers.StableSoftmax",
-        "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy (on the logits)",
-        "doc": "softmax-overflow.md",
-    },
-    "unshifted_softmax": {
-        "title": "hand-written exp(s) / sum(exp(s)): inf / inf",
-        "fix": "keras_stable.ops.softmax / layers.StableSoftmax",
-        "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy (on the logits)",
-        "doc": "softmax-overflow.md",
-    },
-    "zero_times_inf": {
-        "title": "masking by multiplication: 0 x NaN and 0 x inf are NaN",
-        "fix": "keras_stable.ops.masked_task_distance (double where)",
-        "loss_fix": "keras_stable.losses.MaskedMultiTaskDistance (NaN labels are missing)",
-        "doc": "masking.md",
-    },
-    "fully_masked_row": {
-        "title": "a fully masked row: softmax of all -inf is 0/0",
-        "fix": "keras_stable.ops.softmax(mask=...) / layers.StableSoftmax",
-        "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy",
-        "doc": "masking.md",
-    },
-    "epsilon_underflow": {
-        "title": "an epsilon that rounds to 0 in half precision",
-        "fix": "keras_stable.ops.safe_norm / ops.safe_sqrt (no epsilon, float32 inside)",
-        "loss_fix": "keras_stable.losses (computed in float32)",
-        "doc": "half-precision.md",
-    },
-    "label_out_of_range": {
-        "title": "a label or an index outside the range: silently 0 on JAX, NaN on a GPU",
-        "fix": "keep indices in [0, input_dim): map padding to 0 (mask_zero=True), grow input_dim",
-        "loss_fix": "drop or remap the labels, or keras_stable.losses."
-        "StableSparseSoftmaxCrossEntropy(ignore_class=...)",
-        "doc": "masking.md",
-    },
-    "half_overflow": {
-        "title": "a value or a gradient beyond the float16 range",
-        "fix": 'dtype="float32" for this layer (or the keras_stable layer, computed in float32)',
-        "loss_fix": "keras_stable.losses (computed in float32)",
-        "doc": "half-precision.md",
-    },
-    "half_underflow": {
-        "title": "a layer output whose nonzero entries are all below the smallest normal",
-        "fix": 'dtype="float32" for this layer (or rescale its inputs)',
-        "loss_fix": "keras_stable.losses (computed in float32)",
-        "doc": "half-precision.md",
-    },
-    "unknown": {
-        "title": "not one of the known traps",
-        "fix": "see docs/symptoms.md",
-        "loss_fix": "see docs/symptoms.md",
-        "doc": "symptoms.md",
-    },
-}
 
 STAGES = ("forward", "gradient")
 MODES = ("eager", "compiled")
