@@ -11,6 +11,8 @@ installed package can name a page and print it:
 import importlib.resources
 import re
 
+from keras_stable.audit.catalogue import TRAPS
+
 EXPLAIN = "python -m keras_stable.audit --explain"
 
 
@@ -26,8 +28,6 @@ def page_names():
 def _page_of(name):
     """The page file of a trap id (`"norm_at_zero"`) or of a page stem
     (`"norm-at-zero"`), or None."""
-    from keras_stable.audit.report import TRAPS  # report.py imports this module
-
     if name in TRAPS:
         return TRAPS[name]["doc"]
     if name in page_names():
