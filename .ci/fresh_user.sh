@@ -18,6 +18,11 @@ echo "=== fresh user: wheel ==="
 python -m pip wheel -q --no-deps --wheel-dir "$WORK/dist" .
 WHEEL=$(ls "$WORK"/dist/keras_stable-*.whl)
 unzip -l "$WHEEL" | grep -q "LICENSE" || { echo "the wheel has no LICENSE"; exit 1; }
+# The audit's pages, copied from docs/ by setup.py's build step.
+for page in docs/symptoms.md docs/traps/*.md; do
+    unzip -l "$WHEEL" | grep -q "keras_stable/audit/pages/${page#docs/}" ||
+        { echo "the wheel has no ${page#docs/} page"; exit 1; }
+done
 
 echo "=== fresh user: keras + jax only, from the wheel ==="
 "$PYTHON" -m venv "$WORK/jax"

@@ -1,14 +1,16 @@
 """The documentation pages the audit's findings point to, as installed.
 
 The pages are the trap pages of the documentation site (`docs/traps/*.md`
-and `docs/symptoms.md` in the repository, their one source), shipped in
-the wheel as package data under `keras_stable/audit/pages/` (a copy that
-`tests/audit/test_pages.py` keeps equal to the source), so that an
-installed package can name a page and print it:
-`python -m keras_stable.audit --explain norm_at_zero`.
+and `docs/symptoms.md` in the repository, their one source). Building the
+package copies them into it (`setup.py`'s `build_py`: `pages/symptoms.md`
+and `pages/traps/*.md` under `keras_stable/audit/`), so that a wheel or
+`pip install .` can name a page and print it:
+`python -m keras_stable.audit --explain norm_at_zero`. A checkout or an
+editable install has no copy and reads them from `docs/`.
 """
 
 import importlib.resources
+import pathlib
 import re
 
 from keras_stable.audit.catalogue import TRAPS
@@ -17,12 +19,24 @@ EXPLAIN = "python -m keras_stable.audit --explain"
 
 
 def _pages():
-    return importlib.resources.files("keras_stable.audit") / "pages"
+    """{file name: file} of the pages: the package's copy made by the build,
+    else the `docs/` of the checkout the package is imported from."""
+    root = importlib.resources.files("keras_stable.audit") / "pages"
+    if not root.is_dir():
+        root = pathlib.Path(__file__).resolve().parents[2] / "docs"
+        if not (root / "symptoms.md").is_file():
+            raise FileNotFoundError(
+                "keras_stable's documentation pages are missing: neither the built "
+                "package's keras_stable/audit/pages/ nor a checkout's docs/ next to "
+                f"the package ({root})"
+            )
+    files = [root / "symptoms.md", *(root / "traps").iterdir()]
+    return {f.name: f for f in files if f.name.endswith(".md")}
 
 
 def page_names():
     """The shipped pages, by file stem (`"norm-at-zero"`, ...), sorted."""
-    return sorted(p.name[: -len(".md")] for p in _pages().iterdir() if p.name.endswith(".md"))
+    return sorted(name[: -len(".md")] for name in _pages())
 
 
 def _page_of(name):
@@ -41,7 +55,7 @@ def page_text(name):
     page = _page_of(name)
     if page is None:
         raise KeyError(name)
-    return (_pages() / page).read_text(encoding="utf-8")
+    return _pages()[page].read_text(encoding="utf-8")
 
 
 def page_title(name):

@@ -1,12 +1,14 @@
 """The pages the audit's findings point to ship with the package: each is
-the documentation site's page, byte for byte (docs/ is the one source), and
+the documentation site's page, byte for byte (docs/ is the one source,
+copied into the package when it is built: setup.py), and
 `python -m keras_stable.audit --explain TRAP` prints it."""
 
-import configparser
 import os
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -16,29 +18,94 @@ from keras_stable.audit import pages
 from keras_stable.audit.report import TRAPS
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGED = ROOT / "keras_stable" / "audit" / "pages"
+# What a wheel is built from (setup.py copies the pages into the package).
+BUILD_INPUTS = ("setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in", "README.md", "LICENSE")
 
 
 def _source(name):
-    """The documentation page a packaged page copies."""
+    """The documentation page a page of the package copies."""
     return ROOT / "docs" / ("symptoms.md" if name == "symptoms.md" else f"traps/{name}")
 
 
-def test_packaged_pages_equal_the_docs():
-    shipped = sorted(p.name for p in PACKAGED.glob("*.md"))
-    sources = sorted(p.name for p in (ROOT / "docs" / "traps").glob("*.md")) + ["symptoms.md"]
-    assert sorted(sources) == shipped, "ship every docs/traps/*.md page (and docs/symptoms.md)"
-    for name in shipped:
-        assert (PACKAGED / name).read_bytes() == _source(name).read_bytes(), (
-            f"keras_stable/audit/pages/{name} differs from {_source(name).relative_to(ROOT)}: "
-            f"cp {_source(name).relative_to(ROOT)} keras_stable/audit/pages/{name}"
-        )
+def _sources():
+    return sorted(p.name for p in (ROOT / "docs" / "traps").glob("*.md")) + ["symptoms.md"]
 
 
-def test_pages_are_package_data():
-    config = configparser.ConfigParser()
-    config.read(ROOT / "setup.cfg")
-    assert config["options.package_data"]["keras_stable.audit"].strip() == "pages/*.md"
+def test_a_checkout_reads_the_pages_from_docs():
+    """Nothing is committed twice: in a checkout (or an editable install)
+    the package has no copy and reads docs/."""
+    assert not (ROOT / "keras_stable" / "audit" / "pages").exists(), (
+        "keras_stable/audit/pages/ is made by the build (setup.py), not kept in the tree"
+    )
+    found = pages._pages()
+    assert sorted(found) == sorted(_sources())
+    for name, file in found.items():
+        assert Path(str(file)) == _source(name)
+    assert sorted(pages.page_names()) == sorted(n[: -len(".md")] for n in _sources())
+
+
+def _copy_build_inputs(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in BUILD_INPUTS:
+        shutil.copy2(ROOT / name, src / name)
+    shutil.copytree(
+        ROOT / "keras_stable", src / "keras_stable", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (src / "docs").mkdir()
+    shutil.copy2(ROOT / "docs" / "symptoms.md", src / "docs" / "symptoms.md")
+    shutil.copytree(ROOT / "docs" / "traps", src / "docs" / "traps")
+    return src
+
+
+def _run(*command, cwd, env=None):
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def _wheel_pages(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        prefix = "keras_stable/audit/pages/"
+        return {
+            name[len(prefix) :].rsplit("/", 1)[-1]: archive.read(name)
+            for name in archive.namelist()
+            if name.startswith(prefix)
+        }
+
+
+@pytest.mark.jax  # packaging: nothing backend-specific, one CI leg is enough
+def test_the_wheel_and_the_sdist_carry_the_pages(tmp_path):
+    """A wheel built from the tree, and one built from the sdist, hold every
+    page byte for byte; installed (no docs/ next to it), the package reads
+    its own copy."""
+    src = _copy_build_inputs(tmp_path)
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    _run(*pip_wheel, "--wheel-dir", str(tmp_path / "dist"), str(src), cwd=tmp_path)
+    _run(sys.executable, "setup.py", "-q", "sdist", "--dist-dir", str(tmp_path / "sdist"), cwd=src)
+    (sdist,) = (tmp_path / "sdist").glob("*.tar.gz")
+    _run(*pip_wheel, "--wheel-dir", str(tmp_path / "from_sdist"), str(sdist), cwd=tmp_path)
+    wheels = [*(tmp_path / "dist").glob("*.whl"), *(tmp_path / "from_sdist").glob("*.whl")]
+    assert len(wheels) == 2
+    for wheel in wheels:
+        shipped = _wheel_pages(wheel)
+        assert sorted(shipped) == sorted(_sources()), wheel.parent.name
+        for name, data in shipped.items():
+            assert data == _source(name).read_bytes(), (wheel.parent.name, name)
+
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheels[0]) as archive:
+        archive.extractall(site)
+    script = (
+        "from keras_stable.audit import pages\n"
+        "print(pages._pages()['norm-at-zero.md'])\n"
+        "print(pages.page_text('norm_at_zero'), end='')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONIOENCODING": "utf-8"}
+    out = _run(sys.executable, "-c", script, cwd=tmp_path, env=env).stdout
+    path, text = out.split("\n", 1)
+    assert Path(path) == site / "keras_stable" / "audit" / "pages" / "traps" / "norm-at-zero.md"
+    assert text == _source("norm-at-zero.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("trap", sorted(TRAPS))
