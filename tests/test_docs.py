@@ -197,6 +197,13 @@ def test_design_kernel_tables_name_what_the_code_defines():
             elif ref.endswith("_pass"):
                 assert any(ref in names for names in defined.values()), ref
                 checked += 1
+            elif module:
+                # Not a kernel module: only a library's own name may be
+                # written so (`torch.autograd.Function`, `keras.ops.where`).
+                assert module.split(".")[0] in ("torch", "keras", "jax", "tf"), (
+                    f"docs/design.md names `{ref}`: no module ops/_kernels/"
+                    f"{module.replace('.', '/')}.py"
+                )
     assert checked >= 10
 
 

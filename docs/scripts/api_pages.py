@@ -166,8 +166,8 @@ def kernel_modules():
     underscore)}, read from the source (no import: some import torch)."""
     modules = {}
     for file in sorted(KERNELS.rglob("*.py")):
-        if file.name == "__init__.py" or "__pycache__" in file.parts:
-            continue
+        if file == KERNELS / "__init__.py" or "__pycache__" in file.parts:
+            continue  # the package's own __init__ (a sub-package's is listed)
         tree = ast.parse(file.read_text(encoding="utf-8"))
         summary = " ".join((ast.get_docstring(tree) or "").split("\n\n")[0].split())
         names = []
