@@ -16,6 +16,7 @@ from keras_stable.audit.report import Finding
 from keras_stable.audit.report import fix_for
 from keras_stable.audit.tracing import collect_nodes
 from keras_stable.audit.tracing import replaced_calls
+from keras_stable.common.keras_internals import wrapped_loss_kwargs
 
 _SPARSE_NAMES = ("sparse_categorical_crossentropy", "sparse_softmax_cross_entropy")
 
@@ -37,7 +38,7 @@ def _is_sparse(loss):
 def _ignore_class(loss):
     ignore = getattr(loss, "ignore_class", None)
     if ignore is None:
-        ignore = getattr(loss, "_fn_kwargs", {}).get("ignore_class")
+        ignore = wrapped_loss_kwargs(loss).get("ignore_class")
     return ignore
 
 

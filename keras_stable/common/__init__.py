@@ -12,6 +12,9 @@
   and metric.
 - `keras_stable.common.serialization`: the one registration helper
   (`register`); registered names are an on-disk format.
+- `keras_stable.common.keras_internals`: every reading of a private
+  attribute of a Keras or torch object, each behind a named function
+  (tested against the installed Keras).
 - `keras_stable.common.arguments`: constructor arguments declared once
   (`Arg`): the constructor, its checks and `get_config` come from the
   declaration.

@@ -14,6 +14,8 @@ from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
+from keras_stable.common.keras_internals import autograd_activation
+from keras_stable.common.keras_internals import keras_logits
 
 REDUCTIONS = (
     "sum_over_batch_size",
@@ -368,14 +370,15 @@ def warn_if_probabilities(logits, from_logits, name):
 def exposed_logits(y_pred):
     """The logits behind a softmax or sigmoid output, or None.
 
-    Keras's activations keep their input on their output as `_keras_logits`
-    (TensorFlow and torch tensors; JAX arrays take no attributes); on a
+    Keras's activations keep their input on their output
+    (`keras_internals.keras_logits`: TensorFlow and torch tensors, concrete
+    JAX arrays; not JAX tracers); on a
     TensorFlow graph the producing op is `Softmax` or `Sigmoid` and its
     input is the logits. Which activation produced the output is not
     recorded on the tensor: `softmax_scores` and `sigmoid_log_probabilities`
     check that the activation reproduces `y_pred` before using the logits.
     """
-    logits = getattr(y_pred, "_keras_logits", None)
+    logits = keras_logits(y_pred)
     if logits is not None:
         return logits
     try:
@@ -393,8 +396,8 @@ def graph_activation(y_pred, logits, rank):
 
     A TensorFlow graph shows it in the producing op (`Softmax`, always over
     the last axis, or `Sigmoid`, with `logits` as its input); torch's
-    autograd graph in `y_pred.grad_fn` (`SoftmaxBackward0` over the last
-    axis or `SigmoidBackward0`, whose input node is `logits`'s). Eager TF
+    autograd graph (`keras_internals.autograd_activation`: a softmax over
+    the last axis or a sigmoid, whose input node is `logits`'s). Eager TF
     tensors, JAX arrays and tensors that track no gradient show nothing.
     What the graph shows needs no check of the values: reading them would
     make a step compute the activation that a loss reading only the logits
@@ -407,19 +410,12 @@ def graph_activation(y_pred, logits, rank):
         return None
     except Exception:  # eager tensors and other backends have no op
         pass
-    node = getattr(y_pred, "grad_fn", None)
-    kind = type(node).__name__
-    if kind not in ("SoftmaxBackward0", "SigmoidBackward0"):
+    shown = autograd_activation(y_pred, logits)
+    if shown is None:
         return None
-    (source, _), *_ = node.next_functions
-    if source is None or not (
-        source is logits.grad_fn or getattr(source, "variable", None) is logits
-    ):
-        return None
-    if kind == "SigmoidBackward0":
+    kind, dim = shown
+    if kind == "sigmoid":
         return "sigmoid"
-    dim = node._saved_dim
-    dim = dim - 2**64 if dim >= 2**63 else dim  # -1 is stored unsigned
     return "softmax" if dim % rank == rank - 1 else None
 
 

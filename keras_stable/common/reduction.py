@@ -21,42 +21,7 @@ from keras import ops
 from keras_stable.common.checks import check_reduction
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
-
-
-class _KerasMaskReader(keras.layers.Layer):
-    """Returns the Keras mask a tensor carries (or None).
-
-    Keras keeps the mask of a layer's output on the tensor, or, where the
-    tensor takes no attributes (JAX tracers), in a registry keyed by the
-    tensor; `Layer.__call__` looks in both and hands the result to `call`
-    as `mask`. This weightless layer is the public way to read it.
-    """
-
-    def __init__(self):
-        super().__init__(name="keras_mask_reader", autocast=False)
-        self.supports_masking = True
-        self.built = True
-
-    def call(self, inputs, mask=None):
-        return mask
-
-
-_READER = None
-# Per tensor type: whether it takes attributes. Keras keeps a mask in its
-# registry only for tensors that refuse `setattr` (JAX tracers).
-_TAKES_ATTRIBUTES = {}
-
-
-def _takes_attributes(x):
-    kind = type(x)
-    if kind not in _TAKES_ATTRIBUTES:
-        try:
-            x._keras_stable_probe = None
-            del x._keras_stable_probe
-            _TAKES_ATTRIBUTES[kind] = True
-        except AttributeError:
-            _TAKES_ATTRIBUTES[kind] = False
-    return _TAKES_ATTRIBUTES[kind]
+from keras_stable.common.keras_internals import keras_mask
 
 
 def keras_mask_of(x):
@@ -65,19 +30,10 @@ def keras_mask_of(x):
     `Embedding(mask_zero=True)` and `Masking` attach a `(batch, time)`
     boolean mask to their outputs and Keras propagates it through the
     layers that support masking; `keras.losses.Loss` reads it from
-    `y_pred`. A tensor that takes attributes (TF and torch tensors, JAX
-    arrays) carries it as `_keras_mask`; for one that does not (a JAX
-    tracer) Keras's registry is read through a weightless layer (an eager
-    torch step would pay that layer's call on every loss).
+    `y_pred`; `keras_internals.keras_mask` reads it (on the tensor, or in
+    Keras's registry for a JAX tracer).
     """
-    global _READER
-    if _READER is None:
-        _READER = _KerasMaskReader()
-    if getattr(x, "_keras_mask", None) is not None:
-        return x._keras_mask
-    if not hasattr(x, "shape") or isinstance(x, (list, tuple)) or _takes_attributes(x):
-        return None
-    return _READER(x)
+    return keras_mask(x)
 
 
 def align_weights(weights, values, name="sample_weight"):

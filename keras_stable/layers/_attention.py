@@ -24,6 +24,9 @@ import keras
 from keras import ops
 
 from keras_stable import ops as stable_ops
+from keras_stable.common.keras_internals import attention_seed_generator
+from keras_stable.common.keras_internals import causal_attention_mask
+from keras_stable.common.keras_internals import flash_attention_enabled
 
 FLASH_SCORES_ERROR = (
     "Returning attention scores is not supported when flash attention is "
@@ -136,10 +139,10 @@ def masks_and_dropout(layer, query, value, attention_mask, use_causal_mask, rate
     `use_causal_mask` flag (and-ed with `attention_mask`), and the dropout
     of the probabilities with the layer's seed generator (None when not
     training). Returns `(attention_mask, dropout)`."""
-    if layer._flash_attention and scores:
+    if flash_attention_enabled(layer) and scores:
         raise ValueError(FLASH_SCORES_ERROR)
     if use_causal_mask:
-        causal = layer._compute_causal_mask(query, value)
+        causal = causal_attention_mask(layer, query, value)
         attention_mask = (
             causal
             if attention_mask is None
@@ -147,7 +150,7 @@ def masks_and_dropout(layer, query, value, attention_mask, use_causal_mask, rate
         )
     dropout = None
     if rate > 0.0 and training:
-        generator = layer._dropout_layer.seed_generator
+        generator = attention_seed_generator(layer)
 
         def dropout(p):
             return keras.random.dropout(p, rate, seed=generator)

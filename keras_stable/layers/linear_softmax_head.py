@@ -9,7 +9,10 @@ from keras import ops
 from keras_stable import ops as stable_ops
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_ignore_class
+from keras_stable.common.keras_internals import call_inputs
 from keras_stable.common.keras_internals import embedding_matrix
+from keras_stable.common.keras_internals import producer
+from keras_stable.common.keras_internals import replace_sublayer
 from keras_stable.common.keras_internals import reverse_embedding_matrix
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import reduce_losses
@@ -49,14 +52,14 @@ def _upstream_layer(name, tensors):
     stack = [t for t in keras.tree.flatten(tensors) if isinstance(t, keras.KerasTensor)]
     seen = set()
     while stack:
-        history = getattr(stack.pop(), "_keras_history", None)
-        if history is None or id(history.operation) in seen:
+        produced = producer(stack.pop())
+        if produced is None or id(produced[0]) in seen:
             continue
-        operation = history.operation
+        operation, node_index = produced
         seen.add(id(operation))
         if operation.name == name and isinstance(operation, keras.layers.Embedding):
             return operation
-        stack.extend(operation._inbound_nodes[history.node_index].input_tensors)
+        stack.extend(call_inputs(operation, node_index))
     return None
 
 
@@ -383,9 +386,4 @@ class LinearSoftmaxHead(keras.layers.Layer):
                 f"({upstream.get_config()} against {copy.get_config()})."
             )
         # Deserialising a built model builds the head (and the copy) first.
-        locked = self._tracker.locked
-        self._tracker.unlock()
-        self._tracker.untrack(copy)
-        self.tied_embedding = upstream
-        if locked:
-            self._tracker.lock()
+        replace_sublayer(self, "tied_embedding", upstream)

@@ -3,6 +3,9 @@ NaN or mean-of-values rows."""
 
 import keras
 
+from keras_stable.common.keras_internals import attention_scale
+from keras_stable.common.keras_internals import gqa_projections
+from keras_stable.common.keras_internals import returns_attention_scores
 from keras_stable.common.serialization import register
 from keras_stable.layers._attention import attend
 from keras_stable.layers._attention import masks_and_dropout
@@ -96,9 +99,8 @@ class StableGroupedQueryAttention(keras.layers.GroupQueryAttention):
         # that it drops the mask (MultiHeadAttention clears them first). The
         # masks have been read already (`query_mask`, `value_mask`), so the
         # projections may carry them along in silence.
-        for name in ("_query_dense", "_key_dense", "_value_dense", "_gate_dense"):
-            if hasattr(self, name):
-                getattr(self, name).supports_masking = True
+        for projection in gqa_projections(self):
+            projection.supports_masking = True
 
     def _compute_attention(
         self,
@@ -117,7 +119,7 @@ class StableGroupedQueryAttention(keras.layers.GroupQueryAttention):
             use_causal_mask,
             self.dropout,
             training,
-            self._return_attention_scores,
+            returns_attention_scores(self),
         )
         return attend(
             query,
@@ -125,8 +127,8 @@ class StableGroupedQueryAttention(keras.layers.GroupQueryAttention):
             value,
             attention_mask,
             attention_axes=(1,),
-            scale=self._inverse_sqrt_head_dim,
-            want_probabilities=self._return_attention_scores,
+            scale=attention_scale(self),
+            want_probabilities=returns_attention_scores(self),
             dropout=dropout,
             compute_dtype=self.compute_dtype,
         )

@@ -3,6 +3,7 @@ or mean-of-values rows."""
 
 import keras
 
+from keras_stable.common.keras_internals import attention_scale
 from keras_stable.common.serialization import register
 from keras_stable.layers._attention import attend
 from keras_stable.layers._attention import masks_and_dropout
@@ -104,7 +105,7 @@ class StableMultiHeadAttention(keras.layers.MultiHeadAttention):
             value,
             attention_mask,
             use_causal_mask,
-            self._dropout,
+            self.dropout,
             training,
             return_attention_scores,
         )
@@ -113,8 +114,8 @@ class StableMultiHeadAttention(keras.layers.MultiHeadAttention):
             key,
             value,
             attention_mask,
-            attention_axes=self._attention_axes,
-            scale=self._inverse_sqrt_key_dim,
+            attention_axes=self.attention_axes,
+            scale=attention_scale(self),
             want_probabilities=return_attention_scores,
             dropout=dropout,
             compute_dtype=self.compute_dtype,

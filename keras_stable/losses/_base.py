@@ -35,6 +35,7 @@ from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.common.dtypes import HALF
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import to_float32
+from keras_stable.common.keras_internals import dtype_policy_name
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import reduce_losses
 from keras_stable.common.reduction import weighted
@@ -133,7 +134,7 @@ class StableLoss(keras.losses.Loss):
 
     def get_config(self):
         config = super().get_config()
-        config["dtype"] = self._dtype_policy.name
+        config["dtype"] = dtype_policy_name(self)
         config.update({arg.name: getattr(self, arg.name) for arg in self.args})
         return config
 

@@ -6,6 +6,7 @@ from keras import ops
 from keras_stable.common.checks import align_ranks
 from keras_stable.common.checks import check_axis
 from keras_stable.common.dtypes import static_shape
+from keras_stable.common.keras_internals import set_metric_direction
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import weighted_sum_and_count
 from keras_stable.common.serialization import register
@@ -76,7 +77,7 @@ class StablePearsonCorrelation(keras.metrics.Metric):
     def __init__(self, name="stable_pearson_correlation", dtype=None, axis=-1):
         super().__init__(name=name, dtype=dtype)
         self.axis = check_axis(axis, multiple=True)
-        self._direction = "up"
+        set_metric_direction(self, "up")
         # The mean of per-example correlations (axis without the batch).
         self.total = self.add_variable(
             shape=(), initializer="zeros", dtype=self.dtype, name="total"

@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_stable.common.checks import align_ranks
 from keras_stable.common.dtypes import static_shape
+from keras_stable.common.keras_internals import set_metric_direction
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.serialization import register
 from keras_stable.metrics import _moments
@@ -103,7 +104,7 @@ class StableR2Score(keras.metrics.Metric):
             )
         self.class_aggregation = class_aggregation
         self.num_regressors = int(num_regressors)
-        self._direction = "up"
+        set_metric_direction(self, "up")
         # Per-output state, built at the first update (the number of
         # outputs is the last dimension of the inputs).
         self._moments = None

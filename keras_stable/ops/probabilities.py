@@ -20,6 +20,7 @@ from keras_stable.common.dtypes import HALF
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
+from keras_stable.common.keras_internals import set_keras_logits
 from keras_stable.ops.logarithms import saturated_log
 
 # How far an activation output may lie from the activation recomputed from
@@ -93,10 +94,8 @@ def half_probabilities(y_pred, activation, axis=-1, name="keras_stable"):
     else:
         exact = ops.softmax(logits, axis=axis)
     given = exact if consistent is None else ops.where(consistent, exact, _floored(x, dtype))
-    try:
-        given._keras_logits = logits
-    except AttributeError:  # a tensor that takes no attribute: read as held
-        pass
+    # A tensor that takes no attribute (a JAX tracer) is read as held.
+    set_keras_logits(given, logits)
     return given
 
 

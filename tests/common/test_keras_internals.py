@@ -1,16 +1,38 @@
-"""`keras_stable.common.keras_internals` against the installed Keras: the
-matrix of a quantized `Embedding` is the one its own `call` looks rows up
-in and the one `ReversibleEmbedding(reverse=True)` multiplies by, and a
-float64 NumPy dequantization of its stored codes."""
+"""`keras_stable.common.keras_internals` against the installed Keras (and
+torch): each reader of a private attribute returns what Keras itself puts
+there, so that a Keras upgrade that moves one fails here first. The matrix
+of a quantized `Embedding` is the one its own `call` looks rows up in and
+the one `ReversibleEmbedding(reverse=True)` multiplies by, and a float64
+NumPy dequantization of its stored codes."""
 
+import inspect
+import math
 import warnings
 
 import keras
 import numpy as np
 import pytest
 
+from keras_stable.common import keras_internals
+from keras_stable.common.keras_internals import attention_scale
+from keras_stable.common.keras_internals import attention_seed_generator
+from keras_stable.common.keras_internals import autograd_activation
+from keras_stable.common.keras_internals import call_inputs
+from keras_stable.common.keras_internals import causal_attention_mask
+from keras_stable.common.keras_internals import dtype_policy_name
 from keras_stable.common.keras_internals import embedding_matrix
+from keras_stable.common.keras_internals import flash_attention_enabled
+from keras_stable.common.keras_internals import gqa_projections
+from keras_stable.common.keras_internals import keras_logits
+from keras_stable.common.keras_internals import keras_mask
+from keras_stable.common.keras_internals import producer
+from keras_stable.common.keras_internals import replace_sublayer
+from keras_stable.common.keras_internals import returns_attention_scores
 from keras_stable.common.keras_internals import reverse_embedding_matrix
+from keras_stable.common.keras_internals import set_keras_logits
+from keras_stable.common.keras_internals import set_metric_direction
+from keras_stable.common.keras_internals import wrapped_loss_kwargs
+from tests.backend_utils import BACKEND
 from tests.backend_utils import to_numpy
 
 VOCAB, DIM = 9, 6
@@ -120,3 +142,259 @@ def test_float_embeddings_are_the_variables_themselves():
     layer.build()
     assert embedding_matrix(layer) is layer.embeddings
     assert reverse_embedding_matrix(layer) is layer.reverse_embeddings
+
+
+def test_every_reader_is_tested_here():
+    """A function added to `keras_internals` gets its test in this file."""
+    source = inspect.getsource(inspect.getmodule(test_every_reader_is_tested_here))
+    public = [
+        name
+        for name, value in vars(keras_internals).items()
+        if inspect.isfunction(value)
+        and value.__module__ == keras_internals.__name__
+        and not name.startswith("_")
+    ]
+    untested = [name for name in public if name + "(" not in source]
+    assert public and not untested, untested
+
+
+# -- Tensors ----------------------------------------------------------------
+
+
+def test_keras_logits_are_what_keras_activations_leave_on_their_output():
+    x = keras.ops.convert_to_tensor(np.array([[1.0, 2.0, 3.0]], "float32"))
+    assert keras_logits(keras.activations.softmax(x)) is x
+    assert keras_logits(keras.activations.sigmoid(x)) is x
+    assert keras_logits(keras.activations.relu(x)) is None
+    assert keras_logits(x) is None
+
+
+def test_set_keras_logits_is_read_by_keras_and_by_keras_logits():
+    x = keras.ops.convert_to_tensor(np.array([[30.0, 0.0, -30.0]], "float32"))
+    probs = keras.ops.softmax(x)
+    assert set_keras_logits(probs, x)
+    assert keras_logits(probs) is x
+    # Keras's own probability loss reads the mark on TensorFlow: the exact
+    # cross-entropy 60 of the logits, not the clipped -log(1e-7) = 16.1 of
+    # the rounded probability.
+    labels = np.array([[0.0, 0.0, 1.0]], "float32")
+    loss = float(to_numpy(keras.losses.categorical_crossentropy(labels, probs))[0])
+    expected = 60.0 if BACKEND == "tensorflow" else -math.log(1e-7)
+    assert loss == pytest.approx(expected, rel=1e-5)
+
+
+def test_set_keras_logits_on_a_tensor_that_takes_no_attribute():
+    assert not set_keras_logits((1.0, 2.0), None)
+
+
+def test_keras_mask_reads_the_mask_keras_attaches():
+    x = np.array([[[1.0], [0.0], [2.0]]], "float32")
+    masked = keras.layers.Masking()(x)
+    np.testing.assert_array_equal(to_numpy(keras_mask(masked)), [[True, False, True]])
+    assert keras_mask(keras.ops.convert_to_tensor(x)) is None
+    assert keras_mask([x]) is None
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="JAX tracers take no attributes")
+def test_keras_mask_of_a_jax_tracer_is_read_from_keras_registry():
+    import jax
+
+    x = np.array([[[1.0], [0.0], [2.0]]], "float32")
+
+    def masked(x):
+        out = keras.layers.Masking()(x)
+        return keras.ops.cast(keras_mask(out), "float32")
+
+    np.testing.assert_array_equal(np.asarray(jax.jit(masked)(x)), [[1.0, 0.0, 1.0]])
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch's autograd graph")
+def test_autograd_activation_reads_torch_graph():
+    import torch
+
+    leaf = torch.randn(2, 3, requires_grad=True)
+    inner = leaf * 2.0
+    assert autograd_activation(torch.softmax(leaf, -1), leaf) == ("softmax", -1)
+    assert autograd_activation(torch.softmax(inner, dim=0), inner) == ("softmax", 0)
+    assert autograd_activation(torch.softmax(inner, dim=1), inner) == ("softmax", 1)
+    assert autograd_activation(keras.activations.softmax(inner), inner) == ("softmax", -1)
+    assert autograd_activation(torch.sigmoid(inner), inner) == ("sigmoid", None)
+    assert autograd_activation(torch.sigmoid(inner), leaf) is None
+    assert autograd_activation(torch.softmax(inner, -1).clamp(0.1, 1.0), inner) is None
+    assert autograd_activation(torch.softmax(leaf.detach(), -1), leaf) is None
+
+
+def test_autograd_activation_shows_nothing_elsewhere():
+    x = keras.ops.convert_to_tensor(np.ones((2, 3), "float32"))
+    assert autograd_activation(keras.activations.softmax(x), x) is None
+
+
+# -- Functional models and layers -------------------------------------------
+
+
+def test_producer_and_call_inputs_walk_a_functional_graph():
+    inputs = keras.Input((4,))
+    first = keras.layers.Dense(3, name="first")
+    second = keras.layers.Dense(2, name="second")
+    hidden = first(inputs)
+    again = first(keras.layers.Dense(4)(inputs))  # a second call of `first`
+    outputs = second(hidden)
+    operation, node_index = producer(outputs)
+    assert operation is second and node_index == 0
+    assert list(call_inputs(operation, node_index)) == [hidden]
+    operation, node_index = producer(hidden)
+    assert operation is first and node_index == 0
+    assert list(call_inputs(operation, node_index)) == [inputs]
+    operation, node_index = producer(again)
+    assert operation is first and node_index == 1
+    (upstream,) = call_inputs(operation, node_index)
+    assert producer(upstream)[0] is not first
+    assert isinstance(producer(inputs)[0], keras.layers.InputLayer)
+    assert producer(keras.ops.ones((1, 4))) is None
+
+
+class _Holder(keras.layers.Layer):
+    def __init__(self, inner, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = inner
+
+    def call(self, x):
+        return self.inner(x)
+
+
+def test_replace_sublayer_swaps_a_sublayer_of_a_built_layer():
+    old, new = keras.layers.Dense(2, name="old"), keras.layers.Dense(2, name="new")
+    holder = _Holder(old)
+    holder(np.ones((1, 3), "float32"))
+    new.build((None, 3))
+    assert holder.built and holder._tracker.locked
+    replace_sublayer(holder, "inner", new)
+    assert holder.inner is new
+    assert holder._tracker.locked
+    assert {id(w) for w in holder.weights} == {id(w) for w in new.weights}
+
+
+# -- The attention layers ---------------------------------------------------
+
+
+def _mha(**kwargs):
+    layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, **kwargs)
+    layer.build((1, 3, 8), (1, 5, 8))
+    return layer
+
+
+def _gqa(**kwargs):
+    layer = keras.layers.GroupQueryAttention(
+        head_dim=4, num_query_heads=4, num_key_value_heads=2, **kwargs
+    )
+    layer.build((1, 3, 8), (1, 5, 8))
+    return layer
+
+
+@pytest.mark.parametrize(
+    "cls, parameters",
+    [
+        (
+            keras.layers.MultiHeadAttention,
+            [
+                "self",
+                "query",
+                "key",
+                "value",
+                "attention_mask",
+                "training",
+                "return_attention_scores",
+                "use_causal_mask",
+            ],
+        ),
+        (
+            keras.layers.GroupQueryAttention,
+            ["self", "query", "key", "value", "attention_mask", "training", "use_causal_mask"],
+        ),
+    ],
+)
+def test_compute_attention_has_the_signature_the_stable_layers_replace(cls, parameters):
+    """`StableMultiHeadAttention` and `StableGroupedQueryAttention` override
+    Keras's private `_compute_attention`."""
+    assert list(inspect.signature(cls._compute_attention).parameters) == parameters
+
+
+def test_attention_scale_is_one_over_the_root_of_the_head_size():
+    assert attention_scale(_mha()) == pytest.approx(1.0 / math.sqrt(4.0))
+    layer = keras.layers.GroupQueryAttention(head_dim=9, num_query_heads=2, num_key_value_heads=1)
+    assert attention_scale(layer) == pytest.approx(1.0 / 3.0)
+
+
+def test_mha_public_properties_read_after_build():
+    layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, dropout=0.25)
+    assert layer.attention_axes is None
+    layer.build((1, 2, 3, 8), (1, 2, 3, 8))
+    assert layer.dropout == 0.25
+    assert tuple(layer.attention_axes) == (1, 2)
+
+
+def test_returns_attention_scores_follows_the_current_gqa_call():
+    layer = _gqa()
+    q, v = np.ones((1, 3, 8), "float32"), np.ones((1, 5, 8), "float32")
+    layer(q, v, return_attention_scores=True)
+    assert returns_attention_scores(layer) is True
+    layer(q, v)
+    assert returns_attention_scores(layer) is False
+
+
+@pytest.mark.parametrize("make", [_mha, _gqa])
+def test_flash_attention_enabled_is_the_setting(make):
+    assert flash_attention_enabled(make(flash_attention=True)) is True
+    default = keras.config.is_flash_attention_enabled()
+    assert flash_attention_enabled(make(flash_attention=False)) is default
+    assert flash_attention_enabled(make()) is default
+
+
+@pytest.mark.parametrize("make", [_mha, _gqa])
+def test_causal_attention_mask_is_the_lower_triangle(make):
+    q, v = np.ones((1, 3, 8), "float32"), np.ones((1, 5, 8), "float32")
+    mask = to_numpy(causal_attention_mask(make(), q, v))
+    np.testing.assert_array_equal(mask.reshape(3, 5), np.tril(np.ones((3, 5), bool)))
+
+
+@pytest.mark.parametrize("make", [_mha, _gqa])
+def test_attention_seed_generator_drives_the_dropout(make):
+    generator = attention_seed_generator(make(dropout=0.5))
+    assert isinstance(generator, keras.random.SeedGenerator)
+
+
+@pytest.mark.parametrize("use_gate", [False, True])
+def test_gqa_projections_are_its_dense_layers(use_gate):
+    layer = _gqa(use_gate=use_gate)
+    projections = gqa_projections(layer)
+    assert len(projections) == 3 + use_gate
+    assert all(isinstance(p, keras.layers.EinsumDense) for p in projections)
+    assert all(p in layer._layers for p in projections)
+
+
+# -- Losses and metrics -----------------------------------------------------
+
+
+def test_dtype_policy_name_keeps_a_mixed_policy():
+    assert dtype_policy_name(keras.losses.MeanSquaredError()) == "float32"
+    loss = keras.losses.MeanSquaredError(dtype="mixed_float16")
+    assert dtype_policy_name(loss) == "mixed_float16"
+    assert loss.dtype == "float16"  # the public attribute drops the policy
+
+
+def test_wrapped_loss_kwargs_are_those_keras_passes_to_its_function():
+    loss = keras.losses.SparseCategoricalCrossentropy(ignore_class=3)
+    assert wrapped_loss_kwargs(loss)["ignore_class"] == 3
+    assert wrapped_loss_kwargs(keras.losses.Loss()) == {}
+    assert wrapped_loss_kwargs("mse") == {}
+
+
+@pytest.mark.parametrize("direction, better", [("up", 2.0), ("down", 0.5)])
+def test_set_metric_direction_is_read_by_keras_callbacks(direction, better):
+    metric = keras.metrics.MeanSquaredError(name="score")
+    set_metric_direction(metric, direction)
+    stop = keras.callbacks.EarlyStopping(monitor="score")
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(loss="mse", metrics=[metric])
+    model.fit(np.ones((2, 1)), np.ones((2, 1)), epochs=1, verbose=0, callbacks=[stop])
+    assert bool(to_numpy(stop.monitor_op(better, 1.0)))
