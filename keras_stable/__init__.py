@@ -13,7 +13,7 @@ import importlib as _importlib  # noqa: E402
 
 from keras_stable import _launch  # noqa: E402
 
-_SUBMODULES = ("audit", "callbacks", "layers", "losses", "metrics", "ops")
+_SUBMODULES = ("audit", "callbacks", "layers", "losses", "metrics", "ops", "optimizers")
 
 
 def _import_submodules():
@@ -39,3 +39,4 @@ if not _launch.defer_keras():
     from keras_stable import losses  # noqa: F401
     from keras_stable import metrics  # noqa: F401
     from keras_stable import ops  # noqa: F401
+    from keras_stable import optimizers  # noqa: F401
