@@ -18,9 +18,11 @@ echo "=== fresh user: wheel ==="
 python -m pip wheel -q --no-deps --wheel-dir "$WORK/dist" .
 WHEEL=$(ls "$WORK"/dist/keras_stable-*.whl)
 unzip -l "$WHEEL" | grep -q "LICENSE" || { echo "the wheel has no LICENSE"; exit 1; }
-# The audit's pages, copied from docs/ by setup.py's build step.
+# The audit's pages, copied from docs/ by setup.py's build step (the listing
+# read once: `grep -q` closing the pipe early fails it under pipefail).
+unzip -l "$WHEEL" >"$WORK/wheel.txt"
 for page in docs/symptoms.md docs/traps/*.md; do
-    unzip -l "$WHEEL" | grep -q "keras_stable/audit/pages/${page#docs/}" ||
+    grep -q "keras_stable/audit/pages/${page#docs/}" "$WORK/wheel.txt" ||
         { echo "the wheel has no ${page#docs/} page"; exit 1; }
 done
 
