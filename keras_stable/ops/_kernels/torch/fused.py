@@ -1,10 +1,11 @@
 """PyTorch's `dispatch.fused`: a kernel as one `torch.autograd.Function`.
 
-`TorchFused` runs a kernel's native pass (`passes.py`) where it applies,
-else its `keras.ops` `(forward, backward)`, whose backward recomputes the
-forward from the saved inputs (`keras.ops.custom_gradient` on torch would
-run the forward without autograd and keep every intermediate it closes
-over).
+`TorchFused` runs a kernel's native pass (`passes.py`, or the kernel's own
+`keras.ops` pair kept whole with `dispatch.fused(keep=True)`) where it
+applies, else its `keras.ops` `(forward, backward)`, whose backward
+recomputes the forward from the saved inputs. The backward also runs that
+way where autograd differentiates it again (`create_graph=True`) or under
+`torch.compile`, so that second order goes through autograd.
 """
 
 import torch
