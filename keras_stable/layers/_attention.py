@@ -7,11 +7,11 @@ below. It brings Keras's layout (`(B, <free dims>, <attention dims>, N, H)`,
 with `attention_axes`) to the `(B, T, N, H)` layout of
 `keras_stable.ops.dot_product_attention`, merges the masks, and calls the
 op — or, when the probabilities are needed (`return_attention_scores`, or
-dropout on them in training), the float32 logits and
-`keras_stable.ops.softmax`, then dropout, then the weighted sum of the
-values, in float32. That second path also serves what the op does not
-take: a value head size other than the key's (`value_dim != key_dim`) and
-lengths unknown until run time.
+dropout on them in training), the two steps of the op's materialised
+formulation (`ops.attention.attention_probabilities`, then dropout, then
+`weighted_values`) in float32: one implementation of the math. That second
+path also serves what the op does not take: a value head size other than
+the key's (`value_dim != key_dim`) and lengths unknown until run time.
 
 Either way a query row with no key to attend to gives output 0 and
 exactly zero gradients, where Keras gives the mean of the values (or 0
@@ -27,6 +27,8 @@ from keras_stable import ops as stable_ops
 from keras_stable.common.keras_internals import attention_seed_generator
 from keras_stable.common.keras_internals import causal_attention_mask
 from keras_stable.common.keras_internals import flash_attention_enabled
+from keras_stable.ops.attention import attention_probabilities
+from keras_stable.ops.attention import weighted_values
 
 FLASH_SCORES_ERROR = (
     "Returning attention scores is not supported when flash attention is "
@@ -122,15 +124,14 @@ def _op_applies(q, k, v):
 
 
 def _probabilities(q, k, mask, scale):
-    """`softmax(scale * q . k)` over the keys, `(B', N, T, S)`, in float32.
+    """`softmax(scale * q . k)` over the keys, `(B', N, T, S)`, in float32
+    (the op's `attention_probabilities`).
 
-    A row with no allowed key gives 0 and a zero gradient
-    (`keras_stable.ops.softmax`); float16 logits are widened before the
-    product, so a `q . k` beyond 65504 stays finite.
+    A row with no allowed key gives 0 and a zero gradient; float16 inputs
+    are widened before the product, so a `q . k` beyond 65504 stays finite.
     """
     dtype = keras.backend.result_type(q.dtype, "float32")
-    logits = ops.einsum("btnh,bsnh->bnts", ops.cast(q, dtype), ops.cast(k, dtype))
-    return stable_ops.softmax(logits * ops.cast(scale, dtype), axis=-1, mask=mask)
+    return attention_probabilities(ops.cast(q, dtype), ops.cast(k, dtype), scale, mask=mask)
 
 
 def masks_and_dropout(layer, query, value, attention_mask, use_causal_mask, rate, training, scores):
@@ -217,7 +218,7 @@ def attend(
     weights = probabilities if dropout is None else dropout(probabilities)
     # The weighted sum in float32 (float16 values are widened exactly).
     v32 = ops.cast(v, keras.backend.result_type(v.dtype, "float32"))
-    output = ops.einsum("bnts,bsnh->btnh", ops.cast(weights, v32.dtype), v32)
+    output = weighted_values(ops.cast(weights, v32.dtype), v32)
     output = ops.cast(output, compute_dtype)
     output = _unflatten(output, free, attention, free_shape, q_attention_shape)
     probabilities = ops.reshape(ops.cast(probabilities, compute_dtype), scores_shape)

@@ -26,8 +26,8 @@ class StableGroupedQueryAttention(keras.layers.GroupQueryAttention):
     is multi-query attention. Only the attention step between the
     projections differs: `softmax(q k^T / sqrt(head_dim), mask) v`, per
     head, computed by `keras_stable.ops.dot_product_attention` (or, for the
-    returned scores and for dropout on them, from `keras_stable.ops.softmax`
-    of the float32 logits).
+    returned scores and for dropout on them, by that op's materialised
+    formulation in float32, one step at a time).
 
     Constructor arguments (those of `keras.layers.GroupQueryAttention`):
         head_dim: size of each attention head.

@@ -22,8 +22,8 @@ class StableMultiHeadAttention(keras.layers.MultiHeadAttention):
     key to attend to. Only the attention step between the projections
     differs: `softmax(q k^T * scale, mask) v`, per head, computed by
     `keras_stable.ops.dot_product_attention` (or, for the returned scores
-    and for dropout on them, from `keras_stable.ops.softmax` of the float32
-    logits).
+    and for dropout on them, by that op's materialised formulation in
+    float32, one step at a time).
 
     Constructor arguments (those of `keras.layers.MultiHeadAttention`):
         num_heads: number of attention heads.

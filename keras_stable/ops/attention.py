@@ -128,20 +128,45 @@ def _ungrouped(t):
 def _materialised(q5, key, value, bias5, mask5, scale, is_causal, cap):
     """The reference formulation: `(B, T, K, G, H)` queries against
     `(B, S, K, H)` keys, the whole `(B, K, G, T, S)` logits at once."""
-    # The scale on the queries (T x H products, not T x S): the same logits
-    # to round-off, and no scaled copy of them for XLA to keep.
-    q5 = q5 * scale
     if q5.shape[3] == 1:
         # One query head per key head (MHA): the 4-D contraction, whose
         # logits XLA keeps in the layout of the matmul's output (the 5-D
         # one with a unit group axis made it copy the logits and the
         # probabilities once more each).
-        logits = ops.einsum("btnh,bsnh->bnts", ops.squeeze(q5, axis=3), key)
-        probs = _probabilities(logits, _ungrouped(bias5), _ungrouped(mask5), is_causal, cap)
-        return ops.expand_dims(ops.einsum("bnts,bsnh->btnh", probs, value), 3)
-    logits = ops.einsum("btkgh,bskh->bkgts", q5, key)
+        q = ops.squeeze(q5, axis=3)
+        probs = attention_probabilities(
+            q, key, scale, _ungrouped(bias5), _ungrouped(mask5), is_causal, cap
+        )
+        return ops.expand_dims(weighted_values(probs, value), 3)
+    # The scale on the queries (T x H products, not T x S): the same logits
+    # to round-off, and no scaled copy of them for XLA to keep.
+    logits = ops.einsum("btkgh,bskh->bkgts", q5 * scale, key)
     probs = _probabilities(logits, bias5, mask5, is_causal, cap)
     return ops.einsum("bkgts,bskh->btkgh", probs, value)
+
+
+def attention_probabilities(query, key, scale, bias=None, mask=None, is_causal=False, cap=None):
+    """The attention weights of the materialised formulation, `(B, N, T, S)`.
+
+    `(B, T, N, H)` queries against `(B, S, N, H)` keys (one query head per
+    key head): the softmax over the keys of `scale * q . k` (the scale on
+    the queries), soft-capped by `cap`, plus `bias`, over the keys that
+    `mask` (broadcastable to `(B, N, T, S)`) and causality allow. A row with
+    no allowed key is 0 with a zero gradient. Computed in the inputs' dtype
+    (the callers cast half precision to float32). `dot_product_attention`
+    runs it; the attention layers call it for the scores they return and
+    for dropout on the probabilities.
+    """
+    # The scale on the queries (T x H products, not T x S): the same logits
+    # to round-off, and no scaled copy of them for XLA to keep.
+    logits = ops.einsum("btnh,bsnh->bnts", query * scale, key)
+    return _probabilities(logits, bias, mask, is_causal, cap)
+
+
+def weighted_values(probabilities, value):
+    """`(B, N, T, S)` attention weights times `(B, S, N, H)` values: the
+    `(B, T, N, H)` output of the materialised formulation."""
+    return ops.einsum("bnts,bsnh->btnh", probabilities, value)
 
 
 def _probabilities(logits, bias, mask, is_causal, cap):
