@@ -63,6 +63,13 @@ class NaNAudit(keras.callbacks.Callback):
             start from the weights the failing step started from.
         save_model: also save the model as `nan_step{N}.keras`.
         verbose: 1 (default) prints one line when training stops; 0 is quiet.
+        max_consecutive_skips: with a `keras_stable.optimizers.Guarded`
+            optimizer (also inside Keras's `LossScaleOptimizer`), a step it
+            skipped (a non-finite loss or gradient; the weights unchanged)
+            does not stop training: the first one's batch and audit are
+            saved as `skipped_step{N}.npz`/`.txt` (and `.keras`),
+            `logs["skipped_steps"]` counts each epoch's, and training stops
+            after this many skips in a row (default 10).
 
     Attributes:
         step: the step (counted from 1 over the whole `fit`) that went
@@ -72,6 +79,7 @@ class NaNAudit(keras.callbacks.Callback):
             does).
         audit_error: why the audit could not run, or `None`.
         paths: the files written: `{"batch": ..., "report": ..., "model": ...}`.
+        skipped_step: the first step a `Guarded` optimizer skipped, or `None`.
 
     Cost per step: one compiled call (`jax.jit`, a `tf.function`; eager
     on torch) that checks the loss and every trainable weight and copies
@@ -113,8 +121,19 @@ class NaNAudit(keras.callbacks.Callback):
         restore_weights=True,
         save_model=True,
         verbose=1,
+        max_consecutive_skips=10,
     ):
         super().__init__()
+        if (
+            isinstance(max_consecutive_skips, bool)
+            or not isinstance(max_consecutive_skips, int)
+            or max_consecutive_skips < 1
+        ):
+            raise ValueError(
+                "`max_consecutive_skips` must be an int >= 1, got "
+                f"max_consecutive_skips={max_consecutive_skips!r}."
+            )
+        self.max_consecutive_skips = max_consecutive_skips
         if batch_size is not None and (
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
         ):
@@ -138,6 +157,8 @@ class NaNAudit(keras.callbacks.Callback):
         self._last_finite = None
         self._drawn = None
         self._train_function = None
+        self.skipped_step = None
+        self._guarded = None
 
     # -- the checks, every step ----------------------------------------
 
@@ -183,6 +204,21 @@ class NaNAudit(keras.callbacks.Callback):
         self._drawn = None
         if self.x is None:
             self._wrap_train_function()
+        self.skipped_step = None
+        self._guarded = _guarded_optimizer(self.model)
+        self._loss_scaled = isinstance(
+            getattr(self.model, "optimizer", None), keras.optimizers.LossScaleOptimizer
+        )
+        self._seen_skips = self._read_skips()
+        self._consecutive_skips = 0
+        self._epoch_skips = 0
+
+    def _read_skips(self):
+        """`(skipped_steps, iterations)` of the `Guarded` optimizer."""
+        if self._guarded is None:
+            return (0, 0)
+        values = [self._guarded.skipped_steps.value, self._guarded.iterations]
+        return tuple(int(keras.ops.convert_to_numpy(v)) for v in values)
 
     def on_train_end(self, logs=None):
         if self._train_function is not None:
@@ -213,13 +249,35 @@ class NaNAudit(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
+        self._epoch_skips = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._guarded is not None and logs is not None:
+            logs["skipped_steps"] = self._epoch_skips
 
     def on_train_batch_end(self, batch, logs=None):
         self._steps += 1
         loss = (logs or {}).get("loss")
         if loss is not None and not keras.ops.is_tensor(loss):
             loss = keras.ops.convert_to_tensor(loss, "float32")
-        finite, copies = self._step_check(loss)
+        if self._guarded is not None:
+            # The logged loss is the epoch's running mean: NaN for the rest
+            # of the epoch after a skipped step. The weights decide, and a
+            # step the optimizer skipped is one where its count grew or
+            # (inside Keras's loss scaling, which skips before it) its
+            # iterations did not.
+            finite, copies = self._step_check(None)
+            counts = self._read_skips()
+            skipped = counts[0] > self._seen_skips[0] or (
+                self._loss_scaled and counts[1] == self._seen_skips[1]
+            )
+            self._seen_skips = counts
+            if skipped and finite:
+                self._skipped(batch, loss)
+                return
+            self._consecutive_skips = 0
+        else:
+            finite, copies = self._step_check(loss)
         if finite:
             if self.restore_weights:
                 self._last_finite = copies
@@ -229,6 +287,27 @@ class NaNAudit(keras.callbacks.Callback):
         self._stop(batch, loss if bad_loss else None, self._non_finite_weights())
 
     # -- what happens at the first NaN -----------------------------------
+
+    def _skipped(self, batch, loss):
+        self._epoch_skips += 1
+        self._consecutive_skips += 1
+        if self.skipped_step is None:
+            self.skipped_step = self._steps
+            loss = None if loss is None else float(keras.ops.convert_to_numpy(loss))
+            self._stop(
+                batch,
+                loss if loss is not None and not np.isfinite(loss) else None,
+                [],
+                skipped=True,
+            )
+        if self._consecutive_skips >= self.max_consecutive_skips:
+            self.model.stop_training = True
+            self.step = self._steps
+            if self.verbose:
+                print(
+                    f"NaNAudit: {self._consecutive_skips} steps in a row skipped by the "
+                    f"optimizer, training stopped at step {self.step}"
+                )
 
     def _batch(self, batch):
         if self.x is None:
@@ -247,17 +326,23 @@ class NaNAudit(keras.callbacks.Callback):
         y = None if self.y is None else keras.tree.map_structure(take, self.y)
         return x, y
 
-    def _stop(self, batch, loss, bad_weights):
+    def _stop(self, batch, loss, bad_weights, skipped=False):
+        """Stops training and keeps the evidence; with `skipped` (a step
+        the optimizer skipped, the weights untouched), only the evidence."""
         model = self.model
-        model.stop_training = True
-        self.step = self._steps
+        if not skipped:
+            model.stop_training = True
+            self.step = self._steps
         restored = False
-        if self.restore_weights and self._last_finite is not None:
+        if self.restore_weights and self._last_finite is not None and not skipped:
             for variable, value in zip(model.weights, self._last_finite):
                 variable.assign(value)
             restored = True
         os.makedirs(self.directory, exist_ok=True)
-        stem = os.path.join(self.directory, f"nan_step{self.step}")
+        stem = os.path.join(
+            self.directory,
+            f"skipped_step{self.skipped_step}" if skipped else f"nan_step{self.step}",
+        )
         x, y = self._batch(batch)
         self.paths = {"report": stem + ".txt"}
         notes = []
@@ -296,8 +381,9 @@ class NaNAudit(keras.callbacks.Callback):
                     "`keras_stable.audit.audit(submodel, x, y, loss=...)`."
                 )
             self.audit_error = None if self.report is not None else audit_text
+        step = self.skipped_step if skipped else self.step
         lines = [
-            f"NaNAudit: step {self.step} (epoch {self._epoch + 1}, batch {batch})",
+            f"NaNAudit: step {step} (epoch {self._epoch + 1}, batch {batch})",
             f"training mode: {self._mode()}",
         ]
         if loss is not None:
@@ -305,11 +391,14 @@ class NaNAudit(keras.callbacks.Callback):
         if bad_weights:
             shown = ", ".join(bad_weights[:5]) + (" ..." if len(bad_weights) > 5 else "")
             lines.append(f"non-finite weights after the step: {shown}")
-        lines.append(
-            "weights: restored to those before the step"
-            if restored
-            else "weights: left as they are after the step"
-        )
+        if skipped:
+            lines.append("the optimizer skipped the step: weights and its state unchanged")
+        else:
+            lines.append(
+                "weights: restored to those before the step"
+                if restored
+                else "weights: left as they are after the step"
+            )
         if "batch" in self.paths:
             source = (
                 " (the batch the step trained on)"
@@ -321,13 +410,25 @@ class NaNAudit(keras.callbacks.Callback):
         with open(self.paths["report"], "w") as file:
             file.write("\n".join(lines) + "\n\n" + audit_text + "\n")
         if self.verbose:
-            print(f"NaNAudit: step {self.step} went non-finite; report in {self.paths['report']}")
+            what = "was skipped by the optimizer" if skipped else "went non-finite"
+            print(f"NaNAudit: step {step} {what}; report in {self.paths['report']}")
 
     def _mode(self):
         model = self.model
         if getattr(model, "run_eagerly", False):
             return "eager (run_eagerly=True)"
         return f"compiled (jit_compile={getattr(model, 'jit_compile', None)})"
+
+
+def _guarded_optimizer(model):
+    """The model's `keras_stable.optimizers.Guarded` (also inside Keras's
+    `LossScaleOptimizer`), or `None`."""
+    from keras_stable.optimizers import Guarded
+
+    optimizer = getattr(model, "optimizer", None)
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        optimizer = optimizer.inner_optimizer
+    return optimizer if isinstance(optimizer, Guarded) else None
 
 
 def _check_function(copy):

@@ -354,3 +354,30 @@ def test_config_round_trip():
     assert revived.clipvalue == 2.0 and revived.master_weights == "float32"
     assert revived.loss_scale_factor == 8.0 and revived.inner_optimizer.loss_scale_factor is None
     assert revived.inner_optimizer.momentum == 0.9
+
+
+@pytest.mark.jax
+def test_jax_data_parallel_skips_on_every_replica():
+    import jax
+
+    from tests.backend_utils import assert_close
+
+    devices = jax.devices("cpu")
+    if len(devices) < 2:
+        pytest.skip("needs two host devices (tests/conftest.py sets XLA_FLAGS)")
+    y_bad = Y.copy()
+    y_bad[0] = np.nan  # in the first replica's shard only
+    single = _model(Guarded("adam"), "jit")
+    single.fit(X, Y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:2]))
+    try:
+        model = _model(Guarded("adam"), "jit")
+        model.fit(X, Y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+        before = _guarded_state(model)
+        model.fit(X, y_bad, batch_size=8, epochs=1, shuffle=False, verbose=0)
+        _assert_identical(_guarded_state(model), before, "a replica's NaN")
+        assert int(keras.ops.convert_to_numpy(model.optimizer.skipped_steps)) == 1
+    finally:
+        keras.distribution.set_distribution(None)
+    for a, e in zip(_values(model.variables), _values(single.variables)):
+        assert_close(a, e, what="data parallel vs one device")
