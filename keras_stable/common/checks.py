@@ -5,6 +5,7 @@ Checks of constructor arguments run without tensors (at construction);
 checks of shapes run on static shapes at the first call.
 """
 
+import math
 import numbers
 import warnings
 
@@ -80,6 +81,48 @@ def check_bool(value, name):
     if not isinstance(value, bool):
         raise ValueError(f"`{name}` must be a bool, got {value!r} of type {type(value).__name__}.")
     return value
+
+
+def check_layer_axis(axis):
+    """A layer's `axis`: an int, or a non-empty tuple/list of ints
+    (returned as a tuple).
+
+    Not `None` and not `()`: as `keras.layers.Softmax` and
+    `UnitNormalization`, a layer normalises over the axes it is given.
+    """
+    if isinstance(axis, (tuple, list)) and axis:
+        return check_axis(axis, multiple=True)
+    if not isinstance(axis, (tuple, list)) and axis is not None:
+        try:
+            return check_axis(axis)
+        except ValueError:
+            pass
+    # The message starts as `check_axis`'s does for one axis.
+    raise ValueError(
+        f"`axis` must be an int, got {axis!r} of type {type(axis).__name__} "
+        "(a non-empty tuple/list of ints is accepted too)."
+    )
+
+
+def check_positive_int(value, name, allow_none=False):
+    """An int > 0 (not a bool), or None where `allow_none`."""
+    if allow_none and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        expected = "a positive int or None" if allow_none else "a positive int"
+        raise ValueError(f"`{name}` must be {expected}, got {value!r}.")
+    return value
+
+
+def check_finite_float(value, name, positive=False):
+    """None, or a finite real number (> 0 where `positive`) -> float."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"`{name}` must be a finite float or None, got {value!r}.")
+    if positive and value <= 0:
+        raise ValueError(f"`{name}` must be positive, got {value!r}.")
+    return float(value)
 
 
 def check_label_smoothing(label_smoothing, closed=False):

@@ -17,30 +17,11 @@ import keras
 from keras import ops
 
 from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_layer_axis
 
 
 def _shape(x):
     return tuple(x.shape)
-
-
-def _check_layer_axis(axis):
-    """An int, or a non-empty tuple/list of ints (returned as a tuple).
-
-    Not `None` and not `()`: as `keras.layers.Softmax` and
-    `UnitNormalization`, a layer normalises over the axes it is given.
-    """
-    if isinstance(axis, (tuple, list)) and axis:
-        return check_axis(axis, multiple=True)
-    if not isinstance(axis, (tuple, list)) and axis is not None:
-        try:
-            return check_axis(axis)
-        except ValueError:
-            pass
-    # The message starts as `check_axis`'s does for one axis.
-    raise ValueError(
-        f"`axis` must be an int, got {axis!r} of type {type(axis).__name__} "
-        "(a non-empty tuple/list of ints is accepted too)."
-    )
 
 
 def _first_axis(axis):
@@ -76,7 +57,7 @@ class AxisLayer(keras.layers.Layer):
         # compute dtype first, which is what this layer must not do.
         kwargs["autocast"] = False
         super().__init__(**kwargs)
-        self.axis = _check_layer_axis(axis)
+        self.axis = check_layer_axis(axis)
         self.supports_masking = True
         # Stateless, so built at instantiation, as keras core's weightless
         # layers are (`Softmax`, `UnitNormalization`). A subclass that

@@ -9,6 +9,7 @@ from keras import ops
 from keras_stable import ops as stable_ops
 from keras_stable.common.checks import check_bool
 from keras_stable.common.checks import check_ignore_class
+from keras_stable.common.checks import check_positive_int
 from keras_stable.common.keras_internals import call_inputs
 from keras_stable.common.keras_internals import embedding_matrix
 from keras_stable.common.keras_internals import producer
@@ -18,15 +19,6 @@ from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.reduction import reduce_losses
 from keras_stable.common.serialization import register
 from keras_stable.ops.linear_cross_entropy import head_options
-
-
-def _check_positive_int(value, name, allow_none=False):
-    if allow_none and value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        expected = "a positive int or None" if allow_none else "a positive int"
-        raise ValueError(f"`{name}` must be {expected}, got {value!r}.")
-    return value
 
 
 def _check_tied_embedding(layer, vocab_size):
@@ -198,11 +190,11 @@ class LinearSoftmaxHead(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.vocab_size = _check_positive_int(vocab_size, "vocab_size")
+        self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.use_bias = check_bool(use_bias, "use_bias")
-        self.chunk_size = _check_positive_int(chunk_size, "chunk_size", allow_none=True)
+        self.chunk_size = check_positive_int(chunk_size, "chunk_size", allow_none=True)
         self.ignore_class = check_ignore_class(ignore_class)
-        self.top_k = _check_positive_int(top_k, "top_k", allow_none=True)
+        self.top_k = check_positive_int(top_k, "top_k", allow_none=True)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.tied_embedding = _check_tied_embedding(tied_embedding, self.vocab_size)

@@ -2,11 +2,12 @@
 to attend to gives 0 and a zero gradient."""
 
 import math
-import numbers
 
 import keras
 from keras import ops
 
+from keras_stable.common.checks import check_finite_float
+from keras_stable.common.checks import check_positive_int
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import is_float
 from keras_stable.common.dtypes import is_neg_inf
@@ -86,16 +87,6 @@ def _check_masks(bias, mask, target):
     for name, t in (("bias", bias), ("mask", mask)):
         if t is not None:
             _broadcastable(name, static_shape(ops.convert_to_tensor(t)), target)
-
-
-def _check_number(name, x, positive=False):
-    if x is None:
-        return None
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
-        raise ValueError(f"`{name}` must be a finite float or None, got {x!r}.")
-    if positive and x <= 0:
-        raise ValueError(f"`{name}` must be positive, got {x!r}.")
-    return float(x)
 
 
 def _dtypes(*tensors):
@@ -306,12 +297,9 @@ def dot_product_attention(
     (batch, t, n, h), (_, s, kv, _) = _check_inputs(query, key, value, symbolic)
     if not isinstance(is_causal, bool):
         raise ValueError(f"`is_causal` must be a bool, got {is_causal!r}.")
-    scale = _check_number("scale", scale)
-    cap = _check_number("attn_logits_soft_cap", attn_logits_soft_cap, positive=True)
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0
-    ):
-        raise ValueError(f"`chunk_size` must be a positive int or None, got {chunk_size!r}.")
+    scale = check_finite_float(scale, "scale")
+    cap = check_finite_float(attn_logits_soft_cap, "attn_logits_soft_cap", positive=True)
+    check_positive_int(chunk_size, "chunk_size", allow_none=True)
     out_dtype, compute = _dtypes(query, key, value)
     if symbolic and None in (t, s):
         # The spec of Keras's op: the query's shape and the inputs' dtype.

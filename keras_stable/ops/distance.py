@@ -3,6 +3,7 @@
 from keras import ops
 
 from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_same_shape
 from keras_stable.common.checks import prepare_mask
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
@@ -10,15 +11,6 @@ from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.ops.norms import safe_norm
 from keras_stable.ops.norms import safe_sqrt
-
-
-def _check_same_shape(a, b, name_a, name_b):
-    if static_shape(a) != static_shape(b):
-        raise ValueError(
-            f"`{name_a}` and `{name_b}` must have the same shape, got "
-            f"{name_a}.shape={static_shape(a)} and "
-            f"{name_b}.shape={static_shape(b)}."
-        )
 
 
 def masked_task_distance(y_true, y_pred, mask=None, axis=-1, squared=False):
@@ -58,7 +50,7 @@ def masked_task_distance(y_true, y_pred, mask=None, axis=-1, squared=False):
     """
     y_true = ops.convert_to_tensor(y_true)
     y_pred = ops.convert_to_tensor(y_pred)
-    _check_same_shape(y_true, y_pred, "y_true", "y_pred")
+    check_same_shape(y_true, y_pred, "y_true", "y_pred")
     axis = check_axis(axis, len(static_shape(y_pred)))
     out_dtype = result_float_dtype(dtype_of(y_true), dtype_of(y_pred))
     compute = compute_dtype_of(dtype_of(y_true), dtype_of(y_pred))
