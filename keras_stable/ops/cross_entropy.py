@@ -9,10 +9,8 @@ from keras import ops
 from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_ignore_class
 from keras_stable.common.checks import check_label_smoothing
-from keras_stable.common.checks import check_same_shape
 from keras_stable.common.checks import prepare_mask
 from keras_stable.common.checks import warn_if_probabilities
-from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import maximum
 from keras_stable.common.dtypes import static_shape
@@ -21,6 +19,8 @@ from keras_stable.ops import _kernels
 from keras_stable.ops.logarithms import safe_log
 from keras_stable.ops.probabilities import sigmoid_log_probabilities
 from keras_stable.ops.probabilities import softmax_scores
+from keras_stable.ops.probabilities import softmax_with_labels
+from keras_stable.ops.probabilities import with_labels
 from keras_stable.ops.softmax import shifted_logits
 
 _INF = float("inf")
@@ -77,13 +77,8 @@ def softmax_cross_entropy(
     label_smoothing = check_label_smoothing(label_smoothing)
     warn_if_probabilities(logits, from_logits, "softmax_cross_entropy")
     logits, out_dtype = softmax_scores(logits, from_logits, axis)
-    labels = ops.convert_to_tensor(labels)
-    check_same_shape(labels, logits, "labels", "logits")
-    axis = check_axis(axis, len(static_shape(logits)))
-    compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
-    logits = ops.cast(logits, compute)
-    labels = ops.cast(labels, compute)
-    mask = prepare_mask(mask, logits)
+    labels, logits, axis, mask = softmax_with_labels(labels, logits, axis, mask)
+    compute = dtype_of(logits)
     if label_smoothing:
         valid = ops.not_equal(logits, -_INF)
         if mask is not None:
@@ -245,17 +240,11 @@ def sigmoid_cross_entropy(labels, logits, from_logits=True):
         # log(p) and log(1 - p) are finite (saturated): the term of a zero
         # label on p = 0 (or 1) is 0 * -87.34 = 0, never 0 * -inf.
         log_p, log_q, out_dtype = sigmoid_log_probabilities(logits, False)
-        check_same_shape(labels, log_p, "labels", "logits")
-        compute = compute_dtype_of(dtype_of(log_p), dtype_of(labels))
-        labels = ops.cast(labels, compute)
-        log_p, log_q = ops.cast(log_p, compute), ops.cast(log_q, compute)
+        labels, log_p, log_q = with_labels(labels, log_p, log_q)
         loss = -(labels * log_p + (1.0 - labels) * log_q)
         return ops.cast(loss, out_dtype)
     logits, out_dtype = to_compute(logits)
-    check_same_shape(labels, logits, "labels", "logits")
-    compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
-    logits = ops.cast(logits, compute)
-    labels = ops.cast(labels, compute)
+    labels, logits = with_labels(labels, logits)
     if _kernels.kernels_enabled():
         # PyTorch: torch's fused form where it gives these values.
         loss = _kernels.native_op("sigmoid_cross_entropy", labels, logits)

@@ -2,15 +2,10 @@
 
 from keras import ops
 
-from keras_stable.common.checks import check_axis
-from keras_stable.common.checks import check_same_shape
-from keras_stable.common.checks import prepare_mask
 from keras_stable.common.checks import warn_if_probabilities
-from keras_stable.common.dtypes import compute_dtype_of
-from keras_stable.common.dtypes import dtype_of
-from keras_stable.common.dtypes import static_shape
 from keras_stable.ops.logarithms import safe_log
 from keras_stable.ops.probabilities import softmax_scores
+from keras_stable.ops.probabilities import softmax_with_labels
 from keras_stable.ops.softmax import shifted_logits
 
 _INF = float("inf")
@@ -59,13 +54,7 @@ def kl_divergence(labels, logits, axis=-1, mask=None, from_logits=True):
     """
     warn_if_probabilities(logits, from_logits, "kl_divergence")
     logits, out_dtype = softmax_scores(logits, from_logits, axis)
-    labels = ops.convert_to_tensor(labels)
-    check_same_shape(labels, logits, "labels", "logits")
-    axis = check_axis(axis, len(static_shape(logits)))
-    compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
-    logits = ops.cast(logits, compute)
-    labels = ops.cast(labels, compute)
-    mask = prepare_mask(mask, logits)
+    labels, logits, axis, mask = softmax_with_labels(labels, logits, axis, mask)
 
     valid, z, total, _ = shifted_logits(logits, axis, mask)
     nonempty, log_total = ops.not_equal(total, 0), safe_log(total)

@@ -11,13 +11,9 @@ exact however saturated the logits, and its gradient is finite for every
 from keras import ops
 
 from keras_stable.common.checks import check_alpha
-from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_gamma
 from keras_stable.common.checks import check_label_smoothing
-from keras_stable.common.checks import check_same_shape
-from keras_stable.common.checks import prepare_mask
 from keras_stable.common.checks import warn_if_probabilities
-from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import maximum
 from keras_stable.common.dtypes import static_shape
@@ -26,6 +22,8 @@ from keras_stable.ops.logarithms import SMALLEST_NORMAL
 from keras_stable.ops.logarithms import safe_log
 from keras_stable.ops.probabilities import sigmoid_log_probabilities
 from keras_stable.ops.probabilities import softmax_scores
+from keras_stable.ops.probabilities import softmax_with_labels
+from keras_stable.ops.probabilities import with_labels
 from keras_stable.ops.softmax import shifted_logits
 
 _LOG_HALF = -0.6931471805599453
@@ -129,16 +127,11 @@ def sigmoid_focal_cross_entropy(labels, logits, gamma=2.0, alpha=None, from_logi
     labels = ops.convert_to_tensor(labels)
     if from_logits:
         x, out_dtype = to_compute(logits)
-        check_same_shape(labels, x, "labels", "logits")
-        compute = compute_dtype_of(dtype_of(x), dtype_of(labels))
-        labels = ops.cast(labels, compute)
-        loss = _sigmoid_focal_from_logits(labels, ops.cast(x, compute), gamma)
+        labels, x = with_labels(labels, x)
+        loss = _sigmoid_focal_from_logits(labels, x, gamma)
     else:
         log_p, log_q, out_dtype = sigmoid_log_probabilities(logits, from_logits)
-        check_same_shape(labels, log_p, "labels", "logits")
-        compute = compute_dtype_of(dtype_of(log_p), dtype_of(labels))
-        labels = ops.cast(labels, compute)
-        log_p, log_q = ops.cast(log_p, compute), ops.cast(log_q, compute)
+        labels, log_p, log_q = with_labels(labels, log_p, log_q)
         loss = -(labels * log_p + (1.0 - labels) * log_q)
         # 1 - p_t = y (1 - p) + (1 - y) p.
         factor = _focal_factor(_log_mix(labels, log_q, log_p), gamma)
@@ -259,14 +252,9 @@ def softmax_focal_cross_entropy(
     label_smoothing = check_label_smoothing(label_smoothing)
     warn_if_probabilities(logits, from_logits, "softmax_focal_cross_entropy")
     logits, out_dtype = softmax_scores(logits, from_logits, axis)
-    labels = ops.convert_to_tensor(labels)
-    check_same_shape(labels, logits, "labels", "logits")
+    labels, logits, axis, mask = softmax_with_labels(labels, logits, axis, mask)
+    compute = dtype_of(logits)
     rank = len(static_shape(logits))
-    axis = check_axis(axis, rank)
-    compute = compute_dtype_of(dtype_of(logits), dtype_of(labels))
-    logits = ops.cast(logits, compute)
-    labels = ops.cast(labels, compute)
-    mask = prepare_mask(mask, logits)
     alpha = _class_weights(alpha, rank, axis, static_shape(logits)[axis], compute)
 
     valid, z, total, _ = shifted_logits(logits, axis, mask)

@@ -14,9 +14,12 @@ import warnings
 from keras import ops
 
 from keras_stable.common.checks import check_axis
+from keras_stable.common.checks import check_same_shape
 from keras_stable.common.checks import exposed_logits
 from keras_stable.common.checks import graph_activation
+from keras_stable.common.checks import prepare_mask
 from keras_stable.common.dtypes import HALF
+from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
@@ -223,3 +226,24 @@ def sigmoid_log_probabilities(y_pred, from_logits):
         log_p = ops.where(consistent, from_logits_p, log_p)
         log_q = ops.where(consistent, from_logits_q, log_q)
     return log_p, log_q, out_dtype
+
+
+def with_labels(labels, *scores):
+    """`(labels, *scores)`: the labels checked against the shape of the
+    first score (named `logits` in the error) and all of them cast to their
+    common compute dtype; the preamble every cross-entropy with dense
+    labels runs after reading `from_logits` (`softmax_scores`,
+    `sigmoid_log_probabilities`)."""
+    labels = ops.convert_to_tensor(labels)
+    check_same_shape(labels, scores[0], "labels", "logits")
+    compute = compute_dtype_of(dtype_of(scores[0]), dtype_of(labels))
+    return (ops.cast(labels, compute), *(ops.cast(s, compute) for s in scores))
+
+
+def softmax_with_labels(labels, logits, axis, mask):
+    """`(labels, logits, axis, mask)`: `with_labels`, the class axis made
+    canonical and the mask broadcast to the logits (`prepare_mask`); the
+    preamble of the softmax cross-entropies with dense labels."""
+    labels, logits = with_labels(labels, logits)
+    axis = check_axis(axis, len(static_shape(logits)))
+    return labels, logits, axis, prepare_mask(mask, logits)
