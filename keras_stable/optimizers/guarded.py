@@ -245,6 +245,12 @@ class Guarded(keras.optimizers.Optimizer):
         else:
             self._select_apply(finite, grads, trainable_variables)
 
+    def apply_gradients(self, grads_and_vars):
+        grads, trainable_variables = zip(*grads_and_vars)
+        self.apply(grads, trainable_variables)
+        # The wrapped optimizer's count (Keras's returns its own).
+        return self.iterations
+
     @staticmethod
     def _all_finite(grads):
         # One reduction per gradient, one flag: no value leaves the device.
