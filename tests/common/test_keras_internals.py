@@ -5,8 +5,10 @@ of a quantized `Embedding` is the one its own `call` looks rows up in and
 the one `ReversibleEmbedding(reverse=True)` multiplies by, and a float64
 NumPy dequantization of its stored codes."""
 
+import ast
 import inspect
 import math
+import pathlib
 import warnings
 
 import keras
@@ -398,3 +400,70 @@ def test_set_metric_direction_is_read_by_keras_callbacks(direction, better):
     model.compile(loss="mse", metrics=[metric])
     model.fit(np.ones((2, 1)), np.ones((2, 1)), epochs=1, verbose=0, callbacks=[stop])
     assert bool(to_numpy(stop.monitor_op(better, 1.0)))
+
+
+# -- The one home ------------------------------------------------------------
+
+PACKAGE = pathlib.Path(keras_internals.__file__).parents[1]
+# Known readers elsewhere, each with its reason. The torch attention kernel
+# asks torch whether a functorch transform is active (`torch._C`), inside
+# the torch sub-package that alone imports torch. The guarded optimizer,
+# new, reads Keras's optimizer state (`_variables`, `_get_variable_index`)
+# until its reads move here.
+ELSEWHERE = {
+    "ops/_kernels/torch_attention.py",
+    "ops/_kernels/torch/attention.py",
+    "optimizers/guarded.py",
+}
+
+
+def _own_private_names(trees):
+    """The underscore names keras_stable defines itself: modules, functions,
+    classes, and attributes it assigns (`self._x = ...`)."""
+    names = {path.stem for path in PACKAGE.rglob("*.py")} | {
+        path.name for path in PACKAGE.rglob("*") if path.is_dir()
+    }
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                names.add(node.attr)
+            elif isinstance(node, ast.alias):
+                names.add((node.asname or node.name).split(".")[-1])
+    return names
+
+
+def test_private_attributes_of_keras_and_torch_are_read_here_only():
+    """An attribute with a leading underscore that keras_stable does not
+    define is Keras's or torch's: read it in `keras_internals`, nowhere
+    else (a string given to `getattr`/`hasattr` counts too)."""
+    trees = {
+        path.relative_to(PACKAGE).as_posix(): ast.parse(path.read_text())
+        for path in PACKAGE.rglob("*.py")
+    }
+    internals = pathlib.Path(keras_internals.__file__).relative_to(PACKAGE).as_posix()
+    del trees[internals]
+    own = _own_private_names(trees)
+    found = []
+    for name, tree in trees.items():
+        if name in ELSEWHERE:
+            continue
+        for node in ast.walk(tree):
+            attr = None
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                attr = node.attr
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr", "setattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
+                attr = node.args[1].value
+            if attr and attr.startswith("_") and not attr.startswith("__") and attr not in own:
+                found.append(f"{name}:{node.lineno} {attr}")
+    assert not found, found
