@@ -236,6 +236,15 @@ class Guarded(keras.optimizers.Optimizer):
                 f"`grads` ({len(grads)}) and `trainable_variables` "
                 f"({len(trainable_variables)}) must have the same length."
             )
+        # TF gives an `Embedding` an `IndexedSlices` gradient: dense here,
+        # as Keras's Adam and SGD make it in their arithmetic anyway.
+        # (TF's own conversion: the unsorted segment sum of the slices.)
+        grads = [
+            ops.segment_sum(g.values, g.indices, num_segments=v.shape[0])
+            if hasattr(g, "dense_shape")
+            else g
+            for g, v in zip(grads, trainable_variables)
+        ]
         present = [(g, v) for g, v in zip(grads, trainable_variables) if g is not None]
         if not present:
             raise ValueError("No gradients provided for any variable.")

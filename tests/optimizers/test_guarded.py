@@ -381,3 +381,34 @@ def test_jax_data_parallel_skips_on_every_replica():
         keras.distribution.set_distribution(None)
     for a, e in zip(_values(model.variables), _values(single.variables)):
         assert_close(a, e, what="data parallel vs one device")
+
+
+@pytest.mark.parametrize("mode", sorted(_FIT_MODES))
+def test_an_embedding_sparse_gradient(mode):
+    # TF gives the embedding an `IndexedSlices` gradient.
+    def model(optimizer):
+        keras.utils.set_random_seed(6)
+        m = keras.Sequential(
+            [
+                keras.Input((4,), dtype="int32"),
+                keras.layers.Embedding(10, 3),
+                keras.layers.Flatten(),
+                keras.layers.Dense(2),
+            ]
+        )
+        m.compile(optimizer=optimizer, loss="mse", **_FIT_MODES[mode])
+        return m
+
+    tokens = np.arange(32).reshape(8, 4) % 10
+    guarded = model(Guarded("adam", global_clipnorm=1.0))
+    plain = model(keras.optimizers.Adam(global_clipnorm=1.0))
+    for y in (Y, Y_NAN, Y):
+        before = _guarded_state(guarded)
+        guarded.train_on_batch(tokens, y)
+        if y is Y_NAN:
+            _assert_identical(_guarded_state(guarded), before, "skip")
+        else:
+            plain.train_on_batch(tokens, y)
+    if mode == "eager":
+        _assert_identical(_values(guarded.variables), _values(plain.variables), "finite")
+    assert all(np.all(np.isfinite(v)) for v in _values(guarded.variables))
