@@ -110,7 +110,7 @@ class Guarded(keras.optimizers.Optimizer):
         leave bf16 weights unchanged at lr 1e-4); the float32 copies keep
         it.
 
-    Example:
+    Examples:
         >>> import keras, numpy as np
         >>> from keras_stable.optimizers import Guarded
         >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])

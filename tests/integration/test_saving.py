@@ -247,6 +247,7 @@ _REQUIRED = {
     "LinearSoftmaxHead": {"vocab_size": 10},
     "StableMultiHeadAttention": {"num_heads": 2, "key_dim": 4},
     "StableGroupedQueryAttention": {"head_dim": 4, "num_query_heads": 4, "num_key_value_heads": 2},
+    "Guarded": {"optimizer": "adam", "global_clipnorm": 1.0},
 }
 
 
