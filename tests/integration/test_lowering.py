@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from tests.harness.loss_specs import LOSS_SPECS
-from tests.specs.ops import OP_INPUTS
-from tests.specs.ops import VARIANTS
+from tests.specs.ops import ALL
 from tests.specs.ops import C
 from tests.specs.ops import D
 from tests.specs.ops import N
@@ -26,8 +25,6 @@ from tests.specs.ops import _int
 pytestmark = pytest.mark.jax
 
 PLATFORMS = ["cuda", "tpu"]
-
-SKIP = {}  # name -> the reason it cannot be exported (none today)
 
 
 def _host_calls(fn, args, wrt):
@@ -55,17 +52,10 @@ def _host_calls(fn, args, wrt):
     return [t for t in targets if "callback" in t.lower() or "host" in t.lower()]
 
 
-def test_every_public_op_has_inputs():
-    from keras_stable import ops
-
-    missing = sorted(set(ops.__all__) - set(OP_INPUTS) - set(SKIP))
-    assert not missing, f"add inputs to OP_INPUTS (or a reason to SKIP) for: {missing}"
-
-
-@pytest.mark.parametrize("name", sorted({**OP_INPUTS, **VARIANTS}))
+@pytest.mark.parametrize("name", sorted(ALL))
 def test_op_step_lowers_without_host_callbacks(name):
-    fn, args, wrt = {**OP_INPUTS, **VARIANTS}[name]
-    assert _host_calls(fn, args, wrt) == []
+    spec = ALL[name]
+    assert _host_calls(spec.call, spec.args, spec.wrt) == []
 
 
 LAYER_INPUTS = {
@@ -119,7 +109,7 @@ def test_every_public_loss_is_covered():
 
     # CTC, Dice and Tversky: their specs and jit-compiled fits live in
     # tests/losses/test_stable_ctc.py and test_stable_overlap.py; their ops
-    # are exported above (OP_INPUTS).
+    # are exported above (tests/specs/ops.py).
     own_specs = {"StableCTC", "StableDice", "StableTversky"}
     assert sorted(losses.__all__) == sorted({s.cls.__name__ for s in LOSS_SPECS} | own_specs)
 

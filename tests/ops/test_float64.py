@@ -4,7 +4,7 @@ Keras's torch and JAX backends follow JAX's default promotion and compute
 float64 in float32 in some ops (`maximum`, `matmul` on torch; `tanh` on
 JAX), so an op composed of them would return float64 holding float32
 round-off. Every op is checked here against its float64 NumPy reference
-(`tests/reference*.py`) at float64's tolerance; JAX runs under
+(`tests/reference*.py`; the cases are in each op's spec, tests/specs/ops.py) at float64's tolerance; JAX runs under
 `jax.enable_x64`. The core ops' edge grid is checked the same way in
 `test_values_and_gradients.py`. The one exception is documented:
 `linear_softmax_cross_entropy` computes and returns float32 (its block
@@ -17,88 +17,15 @@ import pytest
 
 from keras_stable import ops
 from tests import reference as ref
-from tests import reference_sequences as seq
 from tests.backend_utils import assert_close
 from tests.backend_utils import float64_enabled
 from tests.backend_utils import vjp
+from tests.specs.ops import float64_cases
 
 rng = np.random.default_rng(64)
-X = rng.normal(size=(6, 4))
-Y = rng.normal(size=(6, 4))
-POSITIVE = rng.uniform(0.1, 0.9, size=(6, 4))
-BINARY = (rng.random((6, 4)) > 0.5).astype("float64")
-ONE_HOT = np.eye(4)[[0, 1, 2, 3, 0, 1]]
-CLASSES = np.array([0, 0, 1, 1, 2, 2])
-Q = rng.normal(size=(2, 5, 2, 3))
-KV = rng.normal(size=(2, 7, 2, 3))
-CTC_LOGITS = rng.normal(size=(2, 6, 4))
-CTC_TARGET = np.array([[1, 2, 0], [3, 3, 0]])
-CTC_LENGTHS = (np.array([2, 2]), np.array([6, 5]))
-
-
-# (name, op, reference, arguments): each float argument is given as float64.
-CASES = [
-    (
-        "contrastive_loss",
-        ops.contrastive_loss,
-        ref.contrastive_loss,
-        (BINARY[:, 0], POSITIVE[:, 0]),
-    ),
-    (
-        "ctc_loss",
-        lambda *a: ops.ctc_loss(*a),
-        lambda t, x, lt, lo: seq.ctc_loss(t, x, lt, lo)[0],
-        (CTC_TARGET, CTC_LOGITS, *CTC_LENGTHS),
-    ),
-    ("dice_loss", ops.dice_loss, seq.dice_loss, (BINARY, POSITIVE)),
-    (
-        "tversky_loss",
-        lambda a, b: ops.tversky_loss(a, b, alpha=0.3, beta=0.7),
-        lambda a, b: seq.tversky_loss(a, b, alpha=0.3, beta=0.7),
-        (BINARY, POSITIVE),
-    ),
-    (
-        "dot_product_attention",
-        lambda q, k, v: ops.dot_product_attention(q, k, v, attn_logits_soft_cap=2.0),
-        lambda q, k, v: ref.dot_product_attention(q, k, v, soft_cap=2.0),
-        (Q, KV, KV),
-    ),
-    (
-        "dot_product_attention_chunked",
-        lambda q, k, v: ops.dot_product_attention(q, k, v, is_causal=True, chunk_size=3),
-        lambda q, k, v: ref.dot_product_attention(q, k, v, is_causal=True),
-        (Q, KV, KV),
-    ),
-    ("gaussian_nll", ops.gaussian_nll, ref.gaussian_nll, (X, Y, 0.1 * X)),
-    ("poisson_nll", ops.poisson_nll, ref.poisson_nll, (np.abs(X), Y)),
-    ("info_nce_loss", ops.info_nce_loss, ref.info_nce_loss, (rng.normal(size=(2, 6, 4)),)),
-    ("kl_divergence", ops.kl_divergence, ref.kl_divergence, (ref.softmax(Y), X)),
-    ("masked_huber", ops.masked_huber, ref.masked_huber, (X, Y)),
-    ("masked_squared_error", ops.masked_squared_error, ref.masked_squared_error, (X, Y)),
-    ("masked_absolute_error", ops.masked_absolute_error, ref.masked_absolute_error, (X, Y)),
-    ("pairwise_distance", ops.pairwise_distance, ref.pairwise_distance, (X, Y)),
-    ("safe_std", lambda x: ops.safe_std(x, axis=0), lambda x: ref.safe_std(x, axis=0), (X,)),
-    (
-        "sigmoid_focal_cross_entropy",
-        lambda y, x: ops.sigmoid_focal_cross_entropy(y, x, alpha=0.25),
-        lambda y, x: ref.sigmoid_focal_cross_entropy(y, x, alpha=0.25),
-        (BINARY, 4.0 * X),
-    ),
-    (
-        "softmax_focal_cross_entropy",
-        lambda y, x: ops.softmax_focal_cross_entropy(y, x, label_smoothing=0.1),
-        lambda y, x: ref.softmax_focal_cross_entropy(y, x, label_smoothing=0.1),
-        (ONE_HOT, 4.0 * X),
-    ),
-    (
-        "softmax_cross_entropy_probabilities",
-        lambda y, p: ops.softmax_cross_entropy(y, p, from_logits=False),
-        lambda y, p: ref.softmax_cross_entropy(y, np.log(p)),
-        (ONE_HOT, ref.softmax(X)),
-    ),
-    ("triplet_hard_loss", ops.triplet_hard_loss, ref.triplet_hard_loss, (CLASSES, X)),
-    ("triplet_semihard_loss", ops.triplet_semihard_loss, ref.triplet_semihard_loss, (CLASSES, X)),
-]
+# (id, op, reference, arguments) from every op's spec: each float argument
+# is given as float64.
+CASES = float64_cases()
 
 
 @pytest.mark.parametrize("name, op, reference, args", CASES, ids=[c[0] for c in CASES])

@@ -14,11 +14,10 @@ import keras
 import numpy as np
 import pytest
 
-from keras_stable import ops
-from tests import reference as ref
 from tests.backend_utils import MODES
 from tests.backend_utils import assert_close
 from tests.backend_utils import vjp
+from tests.specs.ops import axes_ops
 
 RNG = np.random.default_rng(5)
 X = RNG.normal(size=(2, 3, 4)) * 3.0
@@ -34,57 +33,16 @@ AXES = {
 }
 
 
-def _softmax_grad(x, axes, cot):
-    p = ref.softmax(x, axis=axes)
-    return p * (cot - np.sum(cot * p, axis=axes, keepdims=True))
-
-
-def _log_softmax_grad(x, axes, cot):
-    return cot - ref.softmax(x, axis=axes) * np.sum(cot, axis=axes, keepdims=True)
-
-
-def _logsumexp_grad(x, axes, cot):
-    return ref.softmax(x, axis=axes) * np.expand_dims(cot, axes)
-
-
-def _norm_grad(x, axes, cot):
-    n = ref.safe_norm(x, axis=axes, keepdims=True)
-    return x / n * np.expand_dims(cot, axes)
-
-
-def _l2_normalize_grad(x, axes, cot):
-    n = ref.safe_norm(x, axis=axes, keepdims=True)
-    u = x / n
-    return (cot - u * np.sum(cot * u, axis=axes, keepdims=True)) / n
-
-
-def _std_grad(x, axes, cot):
-    count = np.prod([x.shape[a] for a in axes])
-    centred = x - np.mean(x, axis=axes, keepdims=True)
-    std = ref.safe_std(x, axis=axes, keepdims=True)
-    return centred / (count * std) * np.expand_dims(cot, axes)
-
-
-# name: (op(x, axis), float64 value, float64 gradient for a cotangent).
-OPS = {
-    "softmax": (ops.softmax, lambda x, a: ref.softmax(x, axis=a), _softmax_grad),
-    "log_softmax": (ops.log_softmax, lambda x, a: ref.log_softmax(x, axis=a), _log_softmax_grad),
-    "logsumexp": (ops.logsumexp, lambda x, a: ref.logsumexp(x, axis=a), _logsumexp_grad),
-    "safe_norm": (ops.safe_norm, lambda x, a: ref.safe_norm(x, axis=a), _norm_grad),
-    "l2_normalize": (
-        ops.l2_normalize,
-        lambda x, a: ref.l2_normalize(x, axis=a),
-        _l2_normalize_grad,
-    ),
-    "safe_std": (ops.safe_std, lambda x, a: ref.safe_std(x, axis=a), _std_grad),
-}
+# name -> `Axes`: op(x, axis), float64 value and gradient (tests/specs/ops.py).
+OPS = axes_ops()
+REDUCTIONS = [name for name, spec in OPS.items() if spec.reduces]
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("axes", list(AXES))
 @pytest.mark.parametrize("name", list(OPS))
 def test_tuple_axes_with_negative_entries_match_float64(name, axes, mode):
-    op, value, gradient = OPS[name]
+    op, value, gradient = OPS[name].op, OPS[name].value, OPS[name].gradient
     written, canonical = AXES[axes]
     x = X.astype("float32")
     expected = value(X, canonical)
@@ -103,9 +61,9 @@ def test_tuple_axes_with_negative_entries_match_float64(name, axes, mode):
 
 
 @pytest.mark.parametrize("keepdims", [False, True])
-@pytest.mark.parametrize("name", ["logsumexp", "safe_norm", "safe_std"])
+@pytest.mark.parametrize("name", REDUCTIONS)
 def test_reductions_keep_the_normalised_axes(name, keepdims):
-    op, value, _ = OPS[name]
+    op, value = OPS[name].op, OPS[name].value
     out = keras.ops.convert_to_numpy(op(X.astype("float32"), axis=(-1, 0), keepdims=keepdims))
     expected = value(X, (0, 2))
     if keepdims:
@@ -117,7 +75,7 @@ def test_reductions_keep_the_normalised_axes(name, keepdims):
 @pytest.mark.parametrize("axis", [(-1, 2), (0, -3), (1, -2, 0), [-1, -1]], ids=str)
 @pytest.mark.parametrize("name", list(OPS))
 def test_an_axis_named_twice_is_a_value_error(name, axis):
-    op = OPS[name][0]
+    op = OPS[name].op
     with pytest.raises(ValueError, match="repeats an axis"):
         op(X.astype("float32"), axis=axis)
 
@@ -125,4 +83,4 @@ def test_an_axis_named_twice_is_a_value_error(name, axis):
 @pytest.mark.parametrize("name", list(OPS))
 def test_an_axis_out_of_range_in_a_tuple_is_a_value_error(name):
     with pytest.raises(ValueError, match=r"Invalid `axis`=-4 .* rank 3"):
-        OPS[name][0](X.astype("float32"), axis=(0, -4))
+        OPS[name].op(X.astype("float32"), axis=(0, -4))
