@@ -1,5 +1,6 @@
 """The specs in tests/specs/ are complete: every public op has exactly one
-spec, and each spec says where its float64 behaviour is checked. Every
+spec, and each spec says where its float64 behaviour is checked; every
+public class has a spec for the harness. Every
 derived test (tests/specs/ops.py's docstring lists them) then covers every
 op, so a new op cannot be added without its tests, nor an op removed from
 the public contract without its spec."""
@@ -60,3 +61,24 @@ def test_each_spec_is_well_formed(name):
     if name in VARIANTS:
         assert name.split("(")[0] in OPS, f"variant {name} names no op"
         assert spec.float64 is None and spec.axes is None, "variants only rerun properties"
+
+
+def test_every_public_class_has_a_spec():
+    """Every layer, loss and metric of the public API has at least one spec
+    in tests/specs/ (so tests/test_harness.py runs its kind's checks)."""
+    from keras_stable import layers
+    from keras_stable import losses
+    from keras_stable import metrics
+    from tests.specs.classes import SPECS
+
+    covered = {spec.cls for spec in SPECS}
+    for module in (layers, losses, metrics):
+        missing = [n for n in module.__all__ if getattr(module, n) not in covered]
+        assert not missing, f"{module.__name__}: add a spec in tests/specs/ for {missing}"
+
+
+def test_spec_ids_are_unique():
+    from tests.specs.classes import SPECS
+
+    ids = [spec.id for spec in SPECS]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)

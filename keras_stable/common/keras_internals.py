@@ -5,7 +5,8 @@ Keras keeps what a drop-in needs on private attributes: the logits behind
 an activation's output, the Keras mask on a tensor, the graph of a
 functional model, a layer's tracker, the settings of the attention layers,
 a loss's dtype policy and wrapped keyword arguments, a metric's direction,
-torch's autograd graph, the codes of a quantized `Embedding`. Each
+an optimizer's own variables and variable index, torch's autograd graph,
+the codes of a quantized `Embedding`. Each
 reading lives here, behind a small named function whose docstring says
 what it reads and why, so that a change of Keras's (or torch's) layout
 breaks one place: `tests/common/test_keras_internals.py` checks every
@@ -237,6 +238,39 @@ def set_metric_direction(metric, direction):
     `mode="auto"`) that a higher (`"up"`) or lower (`"down"`) value of the
     metric is better: the `_direction` Keras's own metrics set."""
     metric._direction = direction
+
+
+# -- Optimizers -------------------------------------------------------------
+#
+# `keras_stable.optimizers.Guarded` is a Keras optimizer that owns another:
+# it needs the variables each tracks and the index Keras gives a model
+# variable in its slot lists, which `BaseOptimizer` keeps private.
+
+
+def optimizer_own_variables(optimizer):
+    """The variables the optimizer created itself (`iterations`, the
+    learning rate, its slots), without those of optimizers it wraps
+    (`_variables`; the public `variables` is overridden by a wrapper)."""
+    return optimizer._variables
+
+
+def optimizer_trainable_variables(optimizer):
+    """The model variables the optimizer was built for
+    (`_trainable_variables`), in build order."""
+    return optimizer._trainable_variables
+
+
+def optimizer_variable_index(optimizer, variable):
+    """The index of a model variable among those the optimizer was built
+    for (`_get_variable_index`: by Keras's variable key, so it works on the
+    variables a `stateless_apply` rebinds)."""
+    return optimizer._get_variable_index(variable)
+
+
+def check_optimizer_knows(optimizer, variables):
+    """Raises Keras's `ValueError` when a variable is not one the optimizer
+    was built for (`_check_variables_are_known`, what `apply` runs)."""
+    optimizer._check_variables_are_known(variables)
 
 
 # -- Quantized embeddings -------------------------------------------------

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_stable.common import keras_internals
 from keras_stable.common.checks import check_positive
 from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.serialization import register
@@ -186,7 +187,7 @@ class Guarded(keras.optimizers.Optimizer):
 
     @property
     def variables(self):
-        return self._variables + self.inner_optimizer.variables
+        return keras_internals.optimizer_own_variables(self) + self.inner_optimizer.variables
 
     @property
     def learning_rate(self):
@@ -223,14 +224,14 @@ class Guarded(keras.optimizers.Optimizer):
                     "When passing `grads` without `trainable_variables`, the optimizer "
                     "must already be built: call `optimizer.build(trainable_variables)`."
                 )
-            trainable_variables = self._trainable_variables
+            trainable_variables = keras_internals.optimizer_trainable_variables(self)
         else:
             trainable_variables = list(trainable_variables)
             if not self.built:
                 with keras.name_scope(self.name, caller=self):
                     self.build(trainable_variables)
                 self.built = True
-            self._check_variables_are_known(trainable_variables)
+            keras_internals.check_optimizer_knows(self, trainable_variables)
         if len(grads) != len(trainable_variables):
             raise ValueError(
                 f"`grads` ({len(grads)}) and `trainable_variables` "
@@ -286,7 +287,10 @@ class Guarded(keras.optimizers.Optimizer):
         self._count(finite)
 
     def _step_state(self, trainable_variables):
-        masters = [self._masters[self._get_variable_index(v)] for v in trainable_variables]
+        masters = [
+            self._masters[keras_internals.optimizer_variable_index(self, v)]
+            for v in trainable_variables
+        ]
         return (
             list(trainable_variables)
             + [m for m in masters if m is not None]
@@ -302,7 +306,9 @@ class Guarded(keras.optimizers.Optimizer):
         if self.loss_scale_factor is not None:
             grads = [g / self.loss_scale_factor for g in grads]
         grads = self._clip(grads)
-        masters = [self._masters[self._get_variable_index(v)] for v in variables]
+        masters = [
+            self._masters[keras_internals.optimizer_variable_index(self, v)] for v in variables
+        ]
         inner_vars = []
         for g_index, (master, variable) in enumerate(zip(masters, variables)):
             if master is None:
@@ -346,7 +352,9 @@ class Guarded(keras.optimizers.Optimizer):
         var_list = list(var_list)
         if not self.built or not self.inner_optimizer.use_ema:
             return
-        masters = [self._masters[self._get_variable_index(v)] for v in var_list]
+        masters = [
+            self._masters[keras_internals.optimizer_variable_index(self, v)] for v in var_list
+        ]
         inner_vars = [m if m is not None else v for m, v in zip(masters, var_list)]
         self.inner_optimizer.finalize_variable_values(inner_vars)
         for master, variable in zip(masters, var_list):

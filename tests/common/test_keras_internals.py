@@ -402,19 +402,32 @@ def test_set_metric_direction_is_read_by_keras_callbacks(direction, better):
     assert bool(to_numpy(stop.monitor_op(better, 1.0)))
 
 
+# -- Optimizers ----------------------------------------------------------------
+
+
+def test_optimizer_state_readers():
+    a = keras.Variable(np.ones((2,), "float32"), name="a")
+    b = keras.Variable(np.ones((3,), "float32"), name="b")
+    optimizer = keras.optimizers.Adam()
+    optimizer.build([a, b])
+    assert keras_internals.optimizer_trainable_variables(optimizer) == [a, b]
+    assert keras_internals.optimizer_variable_index(optimizer, b) == 1
+    own = keras_internals.optimizer_own_variables(optimizer)
+    assert any(v is optimizer.iterations for v in own)
+    assert len(own) == len(optimizer.variables)  # two slots per variable and the counters
+    keras_internals.check_optimizer_knows(optimizer, [a, b])
+    stranger = keras.Variable(np.ones((1,), "float32"), name="c")
+    with pytest.raises(ValueError):
+        keras_internals.check_optimizer_knows(optimizer, [stranger])
+
+
 # -- The one home ------------------------------------------------------------
 
 PACKAGE = pathlib.Path(keras_internals.__file__).parents[1]
 # Known readers elsewhere, each with its reason. The torch attention kernel
 # asks torch whether a functorch transform is active (`torch._C`), inside
-# the torch sub-package that alone imports torch. The guarded optimizer,
-# new, reads Keras's optimizer state (`_variables`, `_get_variable_index`)
-# until its reads move here.
-ELSEWHERE = {
-    "ops/_kernels/torch_attention.py",
-    "ops/_kernels/torch/attention.py",
-    "optimizers/guarded.py",
-}
+# the torch sub-package that alone imports torch.
+ELSEWHERE = {"ops/_kernels/torch/attention.py"}
 
 
 def _own_private_names(trees):

@@ -1,13 +1,12 @@
-"""The spec harness: every layer, loss and metric is described once by a spec,
-and the same checks run from it for every class.
+"""The spec harness: every layer, loss and metric is described once by a spec
+(tests/specs/), and the checks of its kind run from it.
 
-- `common.py`: the machinery both kinds share (parametrisation by spec, the
-  dtype policies, eager/compiled modes, the config and `.keras` round trips,
-  one `fit` step, masks).
-- `layers.py` and `layer_specs.py`: `LayerSpec`, the layer checks, and one
-  spec per layer class (driven by `tests/layers/test_harness.py`).
-- `losses.py` and `loss_specs.py`: `LossSpec`, the loss and metric checks,
-  and the specs of every loss and metric (driven by `tests/test_harness.py`).
+- `common.py`: the machinery the kinds share (the dtype policies, the config
+  and `.keras` round trips, one `fit` step, masks).
+- `layers.py`: `LayerSpec` and the checks of the weightless layers.
+- `blocks.py`: `BlockSpec` and the checks of the layers that own weights
+  (attention, the large-vocabulary head).
+- `losses.py`: `LossSpec` and the checks of the losses and metrics.
 
-Adding a class means adding its spec; every check then runs for it.
+tests/test_harness.py is the one driver; adding a class means adding its spec.
 """

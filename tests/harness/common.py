@@ -1,9 +1,8 @@
 """The machinery the layer and loss harnesses share.
 
 A spec is a dataclass with an `id` (the pytest id) and a `make(**overrides)`
-that builds the class under test. The drivers parametrise each check by spec
-(`spec_params`), by spec and dtype policy (`policy_params`) or by spec and
-edge case (`case_params`), so every check runs for every class.
+that builds the class under test; tests/test_harness.py parametrises each
+check by the specs whose kind has it.
 """
 
 import contextlib
@@ -11,7 +10,6 @@ import os
 
 import keras
 import numpy as np
-import pytest
 
 from tests import backend_utils as bu
 
@@ -23,30 +21,6 @@ MIXED_POLICIES = POLICIES[:2]
 # runs eagerly: Keras's torch `jit_compile` is `torch.compile`, not XLA, and
 # is slow and flaky on CPU. (`bu.vjp_all_modes` runs eager and compiled.)
 FIT_JIT = bu.BACKEND != "torch"
-
-
-# ------------------------------------------------------------ parametrising
-def spec_params(specs, where=None):
-    """One pytest param per spec (those for which `where(spec)` holds)."""
-    return [pytest.param(s, id=s.id) for s in specs if where is None or where(s)]
-
-
-def policy_params(specs, policies=POLICIES):
-    """`(spec, policy)` params: every spec under every policy."""
-    return [pytest.param(s, p, id=f"{s.id}-{p}") for s in specs for p in policies]
-
-
-def case_params(specs, cases_of):
-    """`(spec, case name)` params over `cases_of(spec)` (name -> case); a
-    case with a `known_bug` is an `xfail(strict=True)`, so a fix is noticed."""
-    params = []
-    for spec in specs:
-        for name, case in cases_of(spec).items():
-            marks = ()
-            if getattr(case, "known_bug", None):
-                marks = (pytest.mark.xfail(strict=True, reason=case.known_bug),)
-            params.append(pytest.param(spec, name, id=f"{spec.id}-{name}", marks=marks))
-    return params
 
 
 # ------------------------------------------------------------------- dtypes

@@ -1,7 +1,7 @@
 """The layer checks of the spec harness (ours, no `keras.src`).
 
 Usage: describe the layer once with a `LayerSpec` in `LAYER_SPECS`
-(`tests/harness/layer_specs.py`):
+(`tests/specs/layers.py`):
 
     LayerSpec(
         id="safe_norm",
@@ -10,7 +10,7 @@ Usage: describe the layer once with a `LayerSpec` in `LAYER_SPECS`
         reference=lambda x, mask=None, axis=-1, keepdims=False: ...,
     )
 
-`tests/layers/test_harness.py` then runs every `check_*` function below for
+`tests/test_harness.py` then runs every `check_*` function below for
 that layer, on the backend of the process (`KERAS_BACKEND`). The checks:
 
 1. `config_round_trip`: registered as
@@ -481,3 +481,16 @@ def check_bad_axis(spec):
         assert str(tuple(x.shape)) in str(info.value)
     config = spec.make(axis=np.int64(-1)).get_config()
     assert type(config["axis"]) is int
+
+
+# --- what the driver (tests/test_harness.py) runs ---------------------------------
+
+POLICIES = common.POLICIES
+
+
+def edge_cases(spec):
+    return spec.edge_cases
+
+
+def mask_checks(spec):
+    return MASK_CHECKS if spec.supports_masking else ()

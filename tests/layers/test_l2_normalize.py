@@ -1,4 +1,4 @@
-"""L2Normalize: the checks beyond the spec harness (tests/layers/test_harness.py)."""
+"""L2Normalize: the checks beyond the spec harness (tests/test_harness.py)."""
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""LogSoftmax: the checks beyond the spec harness (tests/layers/test_harness.py)."""
+"""LogSoftmax: the checks beyond the spec harness (tests/test_harness.py)."""
 
 import numpy as np
 

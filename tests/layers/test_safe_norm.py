@@ -1,4 +1,4 @@
-"""SafeNorm: the checks beyond the spec harness (tests/layers/test_harness.py)."""
+"""SafeNorm: the checks beyond the spec harness (tests/test_harness.py)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""StableSoftmax: the checks beyond the spec harness (tests/layers/test_harness.py)."""
+"""StableSoftmax: the checks beyond the spec harness (tests/test_harness.py)."""
 
 import keras
 import numpy as np

@@ -1,5 +1,6 @@
 """`keras_stable.losses.StableCTC`: Keras's CTC where Keras is right, the
-Keras mask of `y_pred` as the input lengths, infeasible samples as 0."""
+Keras mask of `y_pred` as the input lengths, infeasible samples as 0. (Its
+spec for the harness is in tests/specs/losses.py.)"""
 
 import warnings
 
@@ -15,49 +16,8 @@ from tests.backend_utils import only_jax
 from tests.backend_utils import only_tensorflow
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp_all_modes
-from tests.harness import common
-from tests.harness import losses as harness
-from tests.harness.loss_specs import example_weights
 
-TIME, CLASSES, MAX_LABEL = 6, 4, 3
-
-
-def _labels(rng, n):
-    y = rng.integers(1, CLASSES, size=(n, MAX_LABEL)).astype("int32")
-    lengths = rng.integers(0, MAX_LABEL + 1, size=n)
-    y[np.arange(MAX_LABEL)[None, :] >= lengths[:, None]] = 0
-    y[0] = [1, 1, 1]  # 3 labels with 2 repeats: 5 frames, feasible in 6
-    return y
-
-
-def _model(masking):
-    inputs = keras.Input((4,))
-    hidden = keras.layers.Dense(TIME * CLASSES, name="head")(inputs)
-    return keras.Model(inputs, keras.layers.Reshape((TIME, CLASSES))(hidden))
-
-
-def _edge_cases():
-    rng = np.random.default_rng(0)
-    big = np.where(rng.normal(size=(1, TIME, CLASSES)) > 0, 1e3, -1e3).astype("float32")
-    infeasible = np.array([[2, 2, 2]], "int32")
-    return [
-        (np.array([[1, 2, 3]], "int32"), big),
-        (np.array([[0, 0, 0]], "int32"), np.zeros((1, TIME, CLASSES), "float32")),
-        (infeasible, np.zeros((1, TIME, CLASSES), "float32")),  # 3 + 2 repeats <= 6: feasible
-        (np.array([[3, 3, 3]], "int32"), -big),
-    ]
-
-
-SPEC = harness.LossSpec(
-    "stable_ctc",
-    keras_stable.losses.StableCTC,
-    {"zero_infinity": True},
-    TIME * CLASSES,
-    _labels,
-    _edge_cases(),
-    sample_weight=example_weights,
-    model=_model,
-)
+TIME, CLASSES = 6, 4
 
 
 def _reference(y_true, logits, frames=None, zero_infinity=True):
@@ -65,27 +25,6 @@ def _reference(y_true, logits, frames=None, zero_infinity=True):
     lengths = np.sum(y_true != 0, axis=1)
     frames = np.full(len(y_true), logits.shape[1]) if frames is None else frames
     return ref.ctc_loss(y_true, logits, lengths, frames, 0, zero_infinity)
-
-
-def test_config_round_trip():
-    harness.check_config_round_trip(SPEC)
-
-
-def test_save_load(tmp_path):
-    harness.check_save_load(SPEC, tmp_path)
-
-
-def test_fit_step():
-    harness.check_fit_step(SPEC)
-
-
-@pytest.mark.parametrize("policy", common.MIXED_POLICIES)
-def test_precision(policy):
-    harness.check_precision(SPEC, policy)
-
-
-def test_edge_grid():
-    harness.check_edge_grid(SPEC)
 
 
 def _batch(seed=0):

@@ -1,6 +1,6 @@
 """Dice and Tversky (ops and classes): Keras's numbers where Keras is right,
 an empty target predicted empty a perfect match, Tversky's weights as in
-the paper."""
+the paper. (Their specs for the harness are in tests/specs/losses.py.)"""
 
 import keras
 import numpy as np
@@ -15,61 +15,6 @@ from tests.backend_utils import finite_difference
 from tests.backend_utils import tensor
 from tests.backend_utils import to_numpy
 from tests.backend_utils import vjp_all_modes
-from tests.harness import common
-from tests.harness import losses as harness
-from tests.harness.loss_specs import example_weights
-
-OUTPUTS = 6
-
-
-def _masks(rng, n):
-    y = (rng.random((n, OUTPUTS)) > 0.6).astype("float32")
-    y[0] = 0.0  # an image without foreground
-    return y
-
-
-def _sigmoid_model(masking):
-    return common.dense_model((4,), OUTPUTS, masking, activation="sigmoid", name="head")
-
-
-def _edges():
-    zeros, ones = np.zeros((1, OUTPUTS), "float32"), np.ones((1, OUTPUTS), "float32")
-    half = np.full((1, OUTPUTS), 0.5, "float32")
-    return [(zeros, zeros), (zeros, ones), (ones, zeros), (ones, ones), (half, zeros)]
-
-
-SPECS = [
-    harness.LossSpec(
-        "stable_dice",
-        keras_stable.losses.StableDice,
-        {"axis": 1},
-        OUTPUTS,
-        _masks,
-        _edges(),
-        sample_weight=example_weights,
-        model=_sigmoid_model,
-    ),
-    harness.LossSpec(
-        "stable_tversky",
-        keras_stable.losses.StableTversky,
-        {"alpha": 0.3, "beta": 0.7, "axis": (1,)},
-        OUTPUTS,
-        _masks,
-        _edges(),
-        sample_weight=example_weights,
-        model=_sigmoid_model,
-    ),
-]
-
-
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
-def test_harness(spec, tmp_path):
-    harness.check_config_round_trip(spec)
-    harness.check_save_load(spec, tmp_path)
-    harness.check_fit_step(spec)
-    harness.check_edge_grid(spec)
-    for policy in common.MIXED_POLICIES:
-        harness.check_precision(spec, policy)
 
 
 def _data(seed=0, shape=(4, 3, 5)):

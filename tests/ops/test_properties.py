@@ -6,8 +6,14 @@ would be a compile per example); the fixed grids cover compiled == eager.
 """
 
 import numpy as np
-from hypothesis import given
-from hypothesis import strategies as st
+import pytest
+
+# Collected everywhere; skipped with this reason where the optional test
+# dependency is missing (CI installs it with the `test` extra).
+pytest.importorskip("hypothesis", reason="needs hypothesis (pip install -e '.[test]')")
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from keras_stable import ops
 from tests import reference as ref

@@ -590,7 +590,97 @@ def _specs():
             train_loss=keras.losses.MeanSquaredError,
         ),
     ]
-    return loss_specs, metric_specs
+    return loss_specs + _sequence_and_overlap_specs(), metric_specs
+
+
+# --- CTC, Dice and Tversky -----------------------------------------------------
+
+CTC_TIME, CTC_CLASSES, CTC_MAX_LABEL = 6, 4, 3
+MASKS_OUTPUTS = 6
+
+
+def ctc_labels(rng, n):
+    y = rng.integers(1, CTC_CLASSES, size=(n, CTC_MAX_LABEL)).astype("int32")
+    lengths = rng.integers(0, CTC_MAX_LABEL + 1, size=n)
+    y[np.arange(CTC_MAX_LABEL)[None, :] >= lengths[:, None]] = 0
+    y[0] = [1, 1, 1]  # 3 labels with 2 repeats: 5 frames, feasible in 6
+    return y
+
+
+def ctc_model(masking):
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(CTC_TIME * CTC_CLASSES, name="head")(inputs)
+    return keras.Model(inputs, keras.layers.Reshape((CTC_TIME, CTC_CLASSES))(hidden))
+
+
+def _ctc_edges():
+    rng = np.random.default_rng(0)
+    big = np.where(rng.normal(size=(1, CTC_TIME, CTC_CLASSES)) > 0, 1e3, -1e3).astype("float32")
+    zeros = np.zeros((1, CTC_TIME, CTC_CLASSES), "float32")
+    return [
+        (np.array([[1, 2, 3]], "int32"), big),
+        (np.array([[0, 0, 0]], "int32"), zeros),
+        (np.array([[2, 2, 2]], "int32"), zeros),  # 3 + 2 repeats <= 6: feasible
+        (np.array([[3, 3, 3]], "int32"), -big),
+    ]
+
+
+def segmentation_masks(rng, n):
+    y = (rng.random((n, MASKS_OUTPUTS)) > 0.6).astype("float32")
+    y[0] = 0.0  # an image without foreground
+    return y
+
+
+def sigmoid_masks_model(masking):
+    return dense_model((4,), MASKS_OUTPUTS, masking, activation="sigmoid", name="head")
+
+
+def _overlap_edges():
+    zeros = np.zeros((1, MASKS_OUTPUTS), "float32")
+    ones = np.ones((1, MASKS_OUTPUTS), "float32")
+    half = np.full((1, MASKS_OUTPUTS), 0.5, "float32")
+    return [(zeros, zeros), (zeros, ones), (ones, zeros), (ones, ones), (half, zeros)]
+
+
+def _sequence_and_overlap_specs():
+    from keras_stable import losses
+
+    return [
+        LossSpec(
+            "stable_ctc",
+            losses.StableCTC,
+            {"zero_infinity": True},
+            CTC_TIME * CTC_CLASSES,
+            ctc_labels,
+            _ctc_edges(),
+            sample_weight=example_weights,
+            model=ctc_model,
+            keras_mask=(
+                "its Keras mask is per frame (the input lengths): "
+                "tests/losses/test_stable_ctc.py::test_keras_mask_gives_the_input_lengths"
+            ),
+        ),
+        LossSpec(
+            "stable_dice",
+            losses.StableDice,
+            {"axis": 1},
+            MASKS_OUTPUTS,
+            segmentation_masks,
+            _overlap_edges(),
+            sample_weight=example_weights,
+            model=sigmoid_masks_model,
+        ),
+        LossSpec(
+            "stable_tversky",
+            losses.StableTversky,
+            {"alpha": 0.3, "beta": 0.7, "axis": (1,)},
+            MASKS_OUTPUTS,
+            segmentation_masks,
+            _overlap_edges(),
+            sample_weight=example_weights,
+            model=sigmoid_masks_model,
+        ),
+    ]
 
 
 LOSS_SPECS, METRIC_SPECS = _specs()

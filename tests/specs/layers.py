@@ -1,7 +1,7 @@
 """One `LayerSpec` per layer class: constructor arguments, the float64
 reference (`tests/reference.py`), the edge cases whose contract differs from
 the default grid, and exact half-precision checks. Every check of
-`tests/harness/layers.py` runs for each (`tests/layers/test_harness.py`)."""
+`tests/harness/layers.py` runs for each (`tests/test_harness.py`)."""
 
 import dataclasses
 
