@@ -176,11 +176,47 @@ def is_neg_inf(x):
     return ops.logical_and(ops.isinf(x), ops.less(x, 0))
 
 
+def is_pos_inf(x):
+    """`x == +inf`, elementwise, without an infinite constant: `x` above
+    the dtype's largest finite value (NaN gives False). A comparison, not
+    `isinf`: under `jax.jit` on compile-time constants XLA's folding of
+    `isinf` broke the norms' overflow rescue."""
+    return ops.greater(x, highest_like(x))
+
+
+def inf_where(cond, like, negative=False):
+    """`+inf` (`-inf` with `negative`) where `cond` holds and 0 elsewhere,
+    shaped and typed like `like`: the infinite value a contract gives
+    (an impossible label, an empty row), built from the data as `-log(0)`
+    so that it exists only where `cond` holds. A `full_like(x, inf)`
+    constant is an infinite intermediate whatever it selects, which
+    `jax_debug_infs` and TF's `enable_check_numerics` flag on valid
+    inputs. Carries no gradient."""
+    zeros = ops.zeros_like(like)
+    out = ops.log(ops.where(cond, zeros, ops.ones_like(like)))
+    # `0 - log(1)` is +0 (`-log(1)` would be -0).
+    return out if negative else zeros - out
+
+
+def nan_where(cond, like):
+    """NaN where `cond` holds and 0 elsewhere (`log(-1)`), shaped and
+    typed like `like`: the NaN of an invalid argument, without a NaN
+    constant for the NaN tools to flag on valid inputs (see `inf_where`)."""
+    ones = ops.ones_like(like)
+    return ops.log(ops.where(cond, -ones, ones))
+
+
 def lowest_like(x):
     """The lowest finite value of `x`'s dtype, broadcast to `x`: the
     finite sentinel of a masked maximum (an `-inf` one would be an
     infinite intermediate for `jax_debug_infs` and TF's check_numerics)."""
     return ops.full_like(x, float(np.finfo(_numpy_dtype(dtype_of(x))).min))
+
+
+def highest_like(x):
+    """The largest finite value of `x`'s dtype, broadcast to `x`: the
+    finite sentinel of a masked minimum (see `lowest_like`)."""
+    return ops.full_like(x, float(np.finfo(_numpy_dtype(dtype_of(x))).max))
 
 
 def _numpy_dtype(name):

@@ -8,9 +8,12 @@ import numbers
 from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import highest_like
+from keras_stable.common.dtypes import inf_where
+from keras_stable.common.dtypes import is_pos_inf
+from keras_stable.common.dtypes import nan_where
 
 _INF = float("inf")
-_NAN = float("nan")
 
 _SUPPORTED_ORDS = (
     "None (Euclidean, over any axes); 'fro' (Euclidean, over exactly 2 "
@@ -106,7 +109,7 @@ def _p_norm(abs_x, axes, p):
         )
     else:
         m = ops.min(
-            ops.where(ops.isnan(abs_x), ops.full_like(abs_x, _INF), abs_x),
+            ops.where(ops.isnan(abs_x), highest_like(abs_x), abs_x),
             axis=axes,
             keepdims=True,
         )
@@ -127,7 +130,7 @@ def _p_norm(abs_x, axes, p):
     # Unusable: m == 0 is the zero vector (p > 0) or a vector with a zero
     # entry (p < 0, |0|**p = inf): the norm is 0. m == inf is an infinite
     # entry (p > 0) or all entries infinite (p < 0): the norm is inf.
-    fallback = ops.where(ops.equal(m, _INF), ops.full_like(m, _INF), ops.zeros_like(m))
+    fallback = inf_where(is_pos_inf(m), m)
     return ops.where(usable, scale * root, fallback)
 
 
@@ -152,7 +155,7 @@ def _vector_norm(x, axes, kind, keepdims):
             # NaN gives NaN (backends' max/min differ on NaN; _p_norm
             # skips it).
             has_nan = ops.any(ops.isnan(x), axis=axes, keepdims=True)
-            norm = ops.where(has_nan, ops.full_like(norm, _NAN), norm)
+            norm = ops.where(has_nan, nan_where(has_nan, norm), norm)
     if not keepdims:
         norm = ops.squeeze(norm, axis=axes)
     return norm

@@ -21,7 +21,7 @@ from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_float32
 from keras_stable.ops.norms import l2_normalize
 from keras_stable.ops.norms import rescaled
-from keras_stable.ops.softmax import log_softmax
+from keras_stable.ops.softmax import logsumexp
 
 
 def contrastive_loss(labels, distances, margin=1.0, *, similar_label=1):
@@ -130,10 +130,12 @@ def info_nce_terms(views, temperature=0.1, present=None):
         mask = ops.logical_and(mask, ops.expand_dims(candidates, 0))
     # The self-similarity (and absent candidates) leave the softmax through
     # its mask, not through `-1e9` or `-inf` logits: nothing overflows in
-    # float16 and the masked entries get a zero gradient.
-    log_probs = log_softmax(logits, axis=-1, mask=mask)
+    # float16 and the masked entries get a zero gradient. The log-softmax
+    # at the partner alone, `logit - logsumexp`: no `-inf` at the masked
+    # entries for the NaN tools to flag.
     partner = ops.reshape(ops.flip(ops.reshape(index, (2, -1)), axis=0), (-1,))
-    picked = ops.take_along_axis(log_probs, ops.expand_dims(partner, 1), axis=1)[:, 0]
+    partner_logit = ops.take_along_axis(logits, ops.expand_dims(partner, 1), axis=1)[:, 0]
+    picked = partner_logit - logsumexp(logits, axis=-1, mask=mask)
     per_view = -ops.reshape(picked, (2, -1))
     values = 0.5 * (per_view[0] + per_view[1])
     if present is None:
@@ -159,7 +161,7 @@ def info_nce_loss(views, temperature=0.1):
         A scalar in the float dtype of `views` (computed in float32).
 
     Numerical stability:
-        Built on `keras_stable.ops.log_softmax` with a mask that removes the
+        Built on `keras_stable.ops.logsumexp` with a mask that removes the
         self-similarity: no `-1e9` (which is `-inf` in float16 and NaN
         after `-inf - (-inf)`) and no `exp` overflow, whatever the
         temperature. The normalisation is `l2_normalize`: a zero embedding

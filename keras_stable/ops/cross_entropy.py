@@ -12,7 +12,10 @@ from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.checks import prepare_mask
 from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import inf_where
+from keras_stable.common.dtypes import is_neg_inf
 from keras_stable.common.dtypes import maximum
+from keras_stable.common.dtypes import nan_where
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
 from keras_stable.ops import _kernels
@@ -22,8 +25,6 @@ from keras_stable.ops.probabilities import softmax_scores
 from keras_stable.ops.probabilities import softmax_with_labels
 from keras_stable.ops.probabilities import with_labels
 from keras_stable.ops.softmax import shifted_logits
-
-_INF = float("inf")
 
 
 def softmax_cross_entropy(
@@ -80,7 +81,7 @@ def softmax_cross_entropy(
     labels, logits, axis, mask = softmax_with_labels(labels, logits, axis, mask)
     compute = dtype_of(logits)
     if label_smoothing:
-        valid = ops.not_equal(logits, -_INF)
+        valid = ops.logical_not(is_neg_inf(logits))
         if mask is not None:
             valid = ops.logical_and(valid, mask)
         n_valid = ops.sum(ops.cast(valid, compute), axis=axis, keepdims=True)
@@ -102,7 +103,9 @@ def _reference_softmax_cross_entropy(labels, logits, axis, mask):
     zeros = ops.zeros_like(logits)
     log_probs = ops.where(valid, z - log_total, zeros)
     # Invalid classes: 0 with a zero label, -inf (loss +inf) otherwise.
-    impossible = ops.where(ops.equal(labels, 0), zeros, ops.full_like(zeros, -_INF))
+    impossible = inf_where(
+        ops.logical_and(ops.not_equal(labels, 0), ops.logical_not(valid)), zeros, negative=True
+    )
     terms = ops.where(valid, labels * log_probs, impossible)
     loss = -ops.sum(terms, axis=axis)
     return ops.where(ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss))
@@ -188,8 +191,11 @@ def sparse_softmax_cross_entropy(
     zeros = ops.zeros_like(log_total)
     z_safe = ops.where(valid, z, ops.zeros_like(z))
     picked = ops.squeeze(ops.take_along_axis(z_safe, index, axis), axis)
-    loss = ops.where(picked_valid, log_total - picked, ops.full_like(zeros, _INF))
-    loss = ops.where(in_range, loss, ops.full_like(zeros, float("nan")))
+    loss = ops.where(
+        picked_valid, log_total - picked, inf_where(ops.logical_not(picked_valid), zeros)
+    )
+    out_of_range = ops.logical_not(in_range)
+    loss = ops.where(in_range, loss, nan_where(out_of_range, zeros))
     skip = ops.logical_not(nonempty)
     if ignore_class is not None:
         skip = ops.logical_or(skip, ops.equal(labels, ignore_class))

@@ -3,12 +3,12 @@
 from keras import ops
 
 from keras_stable.common.checks import warn_if_probabilities
+from keras_stable.common.dtypes import inf_where
+from keras_stable.common.dtypes import nan_where
 from keras_stable.ops.logarithms import safe_log
 from keras_stable.ops.probabilities import softmax_scores
 from keras_stable.ops.probabilities import softmax_with_labels
 from keras_stable.ops.softmax import shifted_logits
-
-_INF = float("inf")
 
 
 def kl_divergence(labels, logits, axis=-1, mask=None, from_logits=True):
@@ -64,9 +64,11 @@ def kl_divergence(labels, logits, axis=-1, mask=None, from_logits=True):
     log_labels = ops.log(ops.where(positive, labels, ops.ones_like(labels)))
     terms = ops.where(positive, labels * (log_labels - log_q), zeros)
     # A nonzero label on a class the model cannot produce: +inf.
-    impossible = ops.where(positive, ops.full_like(zeros, _INF), zeros)
-    terms = ops.where(valid, terms, impossible)
-    terms = ops.where(ops.greater_equal(labels, 0), terms, ops.full_like(zeros, float("nan")))
+    terms = ops.where(
+        valid, terms, inf_where(ops.logical_and(positive, ops.logical_not(valid)), zeros)
+    )
+    invalid = ops.logical_not(ops.greater_equal(labels, 0))  # negative or NaN: NaN
+    terms = ops.where(invalid, nan_where(invalid, zeros), terms)
     loss = ops.sum(terms, axis=axis)
     loss = ops.where(ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss))
     return ops.cast(loss, out_dtype)

@@ -15,7 +15,9 @@ from keras_stable.common.checks import check_gamma
 from keras_stable.common.checks import check_label_smoothing
 from keras_stable.common.checks import warn_if_probabilities
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import inf_where
 from keras_stable.common.dtypes import maximum
+from keras_stable.common.dtypes import nan_where
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
 from keras_stable.ops.logarithms import SMALLEST_NORMAL
@@ -27,7 +29,6 @@ from keras_stable.ops.probabilities import with_labels
 from keras_stable.ops.softmax import shifted_logits
 
 _LOG_HALF = -0.6931471805599453
-_INF = float("inf")
 
 
 def _log_mix(w, log_a, log_b):
@@ -141,7 +142,8 @@ def sigmoid_focal_cross_entropy(labels, logits, gamma=2.0, alpha=None, from_logi
         loss = (labels * alpha + (1.0 - labels) * (1.0 - alpha)) * loss
     # p_t is a probability only for labels in [0, 1]: NaN outside (and NaN).
     in_range = ops.logical_and(ops.greater_equal(labels, 0), ops.less_equal(labels, 1))
-    loss = ops.where(in_range, loss, ops.full_like(loss, float("nan")))
+    out_of_range = ops.logical_not(in_range)
+    loss = ops.where(in_range, loss, nan_where(out_of_range, loss))
     return ops.cast(loss, out_dtype)
 
 
@@ -278,7 +280,7 @@ def softmax_focal_cross_entropy(
     log_others = ops.where(
         any_others,
         log_total_others + max_others,
-        ops.full_like(log_total_others, -_INF),
+        inf_where(ops.logical_not(any_others), log_total_others, negative=True),
     )
     # z of the dominant class: 0, but it carries that logit's gradient.
     z_top = ops.sum(ops.where(dominant, z, zeros), axis=axis, keepdims=True)
@@ -301,7 +303,7 @@ def softmax_focal_cross_entropy(
         terms = alpha * terms
     # Invalid classes: 0 with a zero label (or weight), +inf otherwise.
     weight = labels if alpha is None else labels * alpha
-    impossible = ops.where(ops.equal(weight, 0), zeros, ops.full_like(zeros, _INF))
+    impossible = inf_where(ops.logical_and(ops.not_equal(weight, 0), ops.logical_not(valid)), zeros)
     loss = ops.sum(ops.where(valid, terms, impossible), axis=axis)
     loss = ops.where(ops.squeeze(nonempty, axis=axis), loss, ops.zeros_like(loss))
     return ops.cast(loss, out_dtype)

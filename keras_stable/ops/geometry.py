@@ -7,6 +7,8 @@ from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import check_bool
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import highest_like
+from keras_stable.common.dtypes import lowest_like
 from keras_stable.common.dtypes import maximum
 from keras_stable.common.dtypes import mean
 from keras_stable.common.dtypes import result_float_dtype
@@ -190,9 +192,8 @@ def safe_std(x, axis=None, keepdims=False):
     # whereas its computed mean can be off by a rounding (every entry
     # -123.456: 7.6e-6).
     finite = ops.isfinite(x)
-    inf = ops.full_like(x, float("inf"))
-    hi = ops.max(ops.where(finite, x, -inf), axis=axes, keepdims=True)
-    lo = ops.min(ops.where(finite, x, inf), axis=axes, keepdims=True)
+    hi = ops.max(ops.where(finite, x, lowest_like(x)), axis=axes, keepdims=True)
+    lo = ops.min(ops.where(finite, x, highest_like(x)), axis=axes, keepdims=True)
     seen = ops.greater_equal(hi, lo)  # some finite entry in the slice
     zeros = ops.zeros_like(hi)
     hi, lo = ops.where(seen, hi, zeros), ops.where(seen, lo, zeros)

@@ -11,6 +11,7 @@ Internal shared API of `keras_stable.ops` (not in `ops.__all__`).
 from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import nan_where
 
 # The smallest normal number of each compute dtype: a probability below it
 # is read as this number (a loss term of at most 87.34 in float32).
@@ -33,9 +34,11 @@ def safe_log(x):
     # Positive or NaN: through `log` (NaN flows on, value and gradient).
     through_log = ops.logical_not(ops.less_equal(x, 0))
     log_x = ops.log(ops.where(through_log, x, ops.ones_like(x)))
-    zero = ops.full_like(x, float("-inf"))
-    invalid = ops.full_like(x, float("nan"))
-    return ops.where(through_log, log_x, ops.where(ops.equal(x, 0), zero, invalid))
+    # 0 and negative: `log` itself gives -inf and NaN there (and only
+    # there: no infinite or NaN constant for the NaN tools to flag), with
+    # no gradient.
+    log_other = ops.log(ops.stop_gradient(ops.where(through_log, ops.ones_like(x), x)))
+    return ops.where(through_log, log_x, log_other)
 
 
 def saturated_log(p):
@@ -54,4 +57,5 @@ def saturated_log(p):
     normal = ops.greater_equal(p, tiny)
     # The argument of `log` is never below `tiny`: one where suffices.
     log_p = ops.log(ops.where(normal, p, tiny))
-    return ops.where(ops.greater_equal(p, 0), log_p, ops.full_like(p, float("nan")))
+    invalid = ops.logical_not(ops.greater_equal(p, 0))
+    return ops.where(invalid, nan_where(invalid, p), log_p)

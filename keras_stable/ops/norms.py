@@ -8,6 +8,8 @@ from keras_stable.common.checks import broadcast_shape
 from keras_stable.common.checks import check_axis
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import inf_where
+from keras_stable.common.dtypes import is_pos_inf
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
@@ -135,11 +137,8 @@ def _reference_norm(x, axes, keepdims):
     # An infinite entry: the norm is inf (x / inf would give NaN above),
     # unless NaN is there too (the sum is NaN): NaN wins, as in the kernel
     # and the other orders.
-    norm = ops.where(
-        ops.logical_and(ops.equal(largest, float("inf")), ops.logical_not(ops.isnan(sum_sq))),
-        ops.full_like(norm, float("inf")),
-        norm,
-    )
+    infinite = ops.logical_and(is_pos_inf(largest), ops.logical_not(ops.isnan(sum_sq)))
+    norm = ops.where(infinite, inf_where(infinite, norm), norm)
     if not keepdims:
         norm = ops.squeeze(norm, axis=axes)
     return norm

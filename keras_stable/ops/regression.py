@@ -15,6 +15,7 @@ from keras_stable.common.checks import check_positive
 from keras_stable.common.checks import check_same_shape
 from keras_stable.common.dtypes import compute_dtype_of
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import nan_where
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
@@ -52,7 +53,7 @@ def _lgamma(x):
     out = (z - 0.5) * ops.log(z) - z + _HALF_LOG_2PI + series - shift
     exact_zero = ops.logical_or(ops.equal(x, 1), ops.equal(x, 2))
     out = ops.where(exact_zero, ops.zeros_like(out), out)
-    return ops.where(positive, out, ops.full_like(out, float("nan")))
+    return ops.where(positive, out, nan_where(ops.logical_not(positive), out))
 
 
 def poisson_nll(labels, log_rate, full=False, log_input=True):

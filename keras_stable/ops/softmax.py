@@ -4,12 +4,14 @@ from keras import ops
 
 from keras_stable.common.checks import check_axis
 from keras_stable.common.checks import prepare_mask
+from keras_stable.common.dtypes import inf_where
+from keras_stable.common.dtypes import is_neg_inf
+from keras_stable.common.dtypes import is_pos_inf
+from keras_stable.common.dtypes import lowest_like
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
 from keras_stable.ops import _kernels
 from keras_stable.ops.logarithms import safe_log
-
-_NEG_INF = float("-inf")
 
 
 def shifted_logits(x, axis, mask):
@@ -17,36 +19,39 @@ def shifted_logits(x, axis, mask):
 
     Returns `(valid, z, total, row_max)` for a float tensor `x`: `valid`
     marks the entries that take part (unmasked, not `-inf`), `z = x - max`
-    on valid entries and `-inf` elsewhere, `total = sum(exp(z))` (keepdims),
-    which is 0 exactly for a row with nothing left, and the (finite,
-    gradient-free) shift `row_max`. `axis` is a non-negative int or a tuple
-    of them (all reduced together); it must not be empty.
+    on valid entries and a finite sentinel elsewhere (the dtype's lowest
+    value, whose `exp` is 0; `-inf` where `x` is `-inf` and there is no
+    mask), `total = sum(exp(z))` (keepdims), which is 0 exactly for a row
+    with nothing left, and the (finite, gradient-free) shift `row_max`.
+    `axis` is a non-negative int or a tuple of them (all reduced together);
+    it must not be empty.
 
     Only `where` (linear in its selected branch) touches masked entries, so a
     NaN or huge value under the mask never reaches `exp` or `log` and cannot
     leak a NaN into the gradient. The max carries no gradient: logsumexp is
-    shift-invariant, so holding it constant is exact.
+    shift-invariant, so holding it constant is exact. No infinite constant:
+    on finite inputs nothing here is infinite (the NaN tools stay silent).
     """
     # The entries that take part: unmasked and not -inf.
-    valid = ops.not_equal(x, _NEG_INF)
+    valid = ops.logical_not(is_neg_inf(x))
     if mask is not None:
         valid = ops.logical_and(valid, mask)
-    neg_inf = ops.full_like(x, _NEG_INF)
     if mask is None:
-        # Without a mask, `where(valid, x, -inf)` is `x` itself and `x - m`
-        # is already `-inf` at the `-inf` entries (`m` is made finite), so
-        # both selects are dropped: less work under XLA, the same values.
-        # The gradient reaching a `-inf` entry through `exp(z) = 0` is 0,
-        # and every caller selects its output with `valid`.
+        # Without a mask, `where(valid, x, lowest)` only differs from `x`
+        # at `-inf` entries, where `x - m` is already `-inf` (`m` is made
+        # finite), so both selects are dropped: less work under XLA. The
+        # gradient reaching a `-inf` entry through `exp(z) = 0` is 0, and
+        # every caller selects its output with `valid`.
         row_max = ops.max(x, axis=axis, keepdims=True)
     else:
-        row_max = ops.max(ops.where(valid, x, neg_inf), axis=axis, keepdims=True)
+        lowest = lowest_like(x)
+        row_max = ops.max(ops.where(valid, x, lowest), axis=axis, keepdims=True)
     row_max = ops.where(ops.isfinite(row_max), row_max, ops.zeros_like(row_max))
     row_max = ops.stop_gradient(row_max)
     if mask is None:
         z = x - row_max
     else:
-        z = ops.where(valid, x - row_max, neg_inf)
+        z = ops.where(valid, x - row_max, lowest)
     total = ops.sum(ops.exp(z), axis=axis, keepdims=True)
     return valid, z, total, row_max
 
@@ -126,21 +131,16 @@ def _reference_logsumexp(x, axis, mask):
     and the reference of `_kernels.logsumexp_kernel`."""
     valid, _, total, row_max = shifted_logits(x, axis, mask)
     nonempty, log_total = ops.not_equal(total, 0), safe_log(total)
-    out = ops.where(nonempty, log_total + row_max, ops.full_like(total, _NEG_INF))
+    out = ops.where(
+        nonempty, log_total + row_max, inf_where(ops.logical_not(nonempty), total, negative=True)
+    )
     # A +inf logit: the value is +inf (and the gradient 0), unless NaN is
     # there too (NaN next to +inf gives NaN, as in the kernel).
-    out = ops.where(
-        ops.logical_and(
-            ops.any(
-                ops.logical_and(valid, ops.equal(x, float("inf"))),
-                axis=axis,
-                keepdims=True,
-            ),
-            ops.logical_not(ops.isnan(out)),
-        ),
-        ops.full_like(out, float("inf")),
-        out,
+    top = ops.logical_and(
+        ops.any(ops.logical_and(valid, is_pos_inf(x)), axis=axis, keepdims=True),
+        ops.logical_not(ops.isnan(out)),
     )
+    out = ops.where(top, inf_where(top, out), out)
     return out
 
 
@@ -257,4 +257,4 @@ def _reference_log_softmax(x, axis, mask):
     reference of `_kernels.log_softmax_kernel`."""
     valid, z, total, _ = shifted_logits(x, axis, mask)
     log_total = safe_log(total)
-    return ops.where(valid, z - log_total, ops.full_like(z, _NEG_INF))
+    return ops.where(valid, z - log_total, inf_where(ops.logical_not(valid), z, negative=True))

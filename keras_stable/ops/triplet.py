@@ -14,7 +14,9 @@ from keras_stable.common.checks import check_distance_metric
 from keras_stable.common.checks import check_margin
 from keras_stable.common.dtypes import axis_length
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import highest_like
 from keras_stable.common.dtypes import is_float
+from keras_stable.common.dtypes import lowest_like
 from keras_stable.common.dtypes import maximum
 from keras_stable.common.dtypes import minimum
 from keras_stable.common.dtypes import result_float_dtype
@@ -23,8 +25,6 @@ from keras_stable.common.dtypes import to_float32
 from keras_stable.ops.geometry import pairwise_distance
 from keras_stable.ops.norms import l2_normalize
 from keras_stable.ops.norms import rescaled
-
-_INF = float("inf")
 
 
 def prepare_labels_and_embeddings(labels, embeddings):
@@ -157,8 +157,7 @@ def _semihard_negatives(fixed, negative):
         ops.cast(negatives, "int32"), minimum(count, batch - 1), axis=1
     )
     has_outside = ops.less(count, ops.sum(is_negative, axis=1, keepdims=True))
-    inf = ops.full_like(fixed, _INF)
-    farthest = ops.cast(ops.argmax(ops.where(negative, fixed, -inf), axis=1), "int32")
+    farthest = ops.cast(ops.argmax(ops.where(negative, fixed, lowest_like(fixed)), axis=1), "int32")
     return ops.where(has_outside, closest_outside, ops.expand_dims(farthest, 1))
 
 
@@ -211,11 +210,10 @@ def hard_triplet_terms(
     positive, negative = _pair_masks(labels, present)
     has_positive = ops.any(positive, axis=1)
     has_negative = ops.any(negative, axis=1)
-    # Double where: an anchor without positives (or negatives) must not
-    # see `-inf - inf`; its term is replaced by 0 before the subtraction.
-    inf = ops.full_like(dist, _INF)
-    hardest_positive = ops.max(ops.where(positive, dist, -inf), axis=1)
-    hardest_negative = ops.min(ops.where(negative, dist, inf), axis=1)
+    # Finite sentinels, and a double where: an anchor without positives (or
+    # negatives) has its term replaced by 0 before the subtraction.
+    hardest_positive = ops.max(ops.where(positive, dist, lowest_like(dist)), axis=1)
+    hardest_negative = ops.min(ops.where(negative, dist, highest_like(dist)), axis=1)
     valid = ops.logical_and(has_positive, has_negative)
     zero = ops.zeros_like(hardest_positive)
     gap = ops.where(valid, hardest_positive, zero) - ops.where(valid, hardest_negative, zero)

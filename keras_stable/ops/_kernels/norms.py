@@ -15,11 +15,10 @@ penalties). On PyTorch, `dispatch.fused` runs the native pass of
 from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import is_pos_inf
 from keras_stable.ops._kernels.dispatch import fused
 from keras_stable.ops._kernels.dispatch import native_pass
 from keras_stable.ops._kernels.shared import RESCUE
-
-_INF = float("inf")
 
 
 def _sum(x, axes):
@@ -40,7 +39,7 @@ def _square_sum(x, axes, rescue):
         return None, s
     hi, lo, low = RESCUE[dtype_of(x)]
     low = 2.0**low
-    in_range = ops.logical_and(ops.greater_equal(s, low), ops.less(s, _INF))
+    in_range = ops.logical_and(ops.greater_equal(s, low), ops.logical_not(is_pos_inf(s)))
     # Overflow, an infinite entry or NaN: scale down (exactly 0 more
     # overflows, and `inf` stays `inf`); underflow: scale up.
     c = ops.where(
@@ -82,7 +81,7 @@ def _norm_parts(x, axes, rescue):
     and `inv = 1 / root` where `ok`, else 0."""
     c, s = _square_sum(x, axes, rescue)
     nonzero = ops.not_equal(s, 0)
-    ok = ops.logical_and(nonzero, ops.not_equal(s, _INF))
+    ok = ops.logical_and(nonzero, ops.logical_not(is_pos_inf(s)))
     root = ops.sqrt(ops.where(nonzero, s, ops.ones_like(s)))
     inv = ops.where(ok, 1.0 / ops.where(ok, root, ops.ones_like(root)), ops.zeros_like(s))
     return c, s, nonzero, ok, root, inv

@@ -12,6 +12,7 @@ near-coincident rows.
 from keras import ops
 
 from keras_stable.common.dtypes import dtype_of
+from keras_stable.common.dtypes import is_pos_inf
 from keras_stable.common.dtypes import static_shape
 from keras_stable.ops._kernels.dispatch import eager_layout
 from keras_stable.ops._kernels.dispatch import fused
@@ -20,8 +21,6 @@ from keras_stable.ops._kernels.shared import RESCUE
 # Features per step of both passes: each step holds one block of `n m
 # CHUNK` differences (where the compiler does not fuse it away).
 CHUNK = 16
-
-_INF = float("inf")
 
 
 def _blocked(x, blocks):
@@ -92,7 +91,7 @@ def _scales(s, l1, dtype):
     subnormal squares) takes `2**lo`, unless the rows coincide
     (`sum(|d|) == 0`, exact: `|d|` never underflows)."""
     hi, lo, low = RESCUE[dtype]
-    over = ops.equal(s, _INF)
+    over = is_pos_inf(s)
     under = ops.logical_and(ops.less(s, 2.0**low), ops.greater(l1, 0))
     ones = ops.ones_like(s)
     c = ops.where(over, ones * 2.0**-hi, ops.where(under, ones * 2.0**lo, ones))
@@ -138,7 +137,7 @@ def pairwise_kernel(a, b, squared, rescue=True):
         # reductions in one pass cost XLA's CPU fusions 3x one. The diagonal
         # of `pairwise_distance(x)` is 0 and coincident by construction.
         _, _, low = RESCUE[dtype]
-        suspect = ops.logical_or(ops.equal(s, _INF), ops.less(s, 2.0**low))
+        suspect = ops.logical_or(is_pos_inf(s), ops.less(s, 2.0**low))
         if same:
             rows = ops.arange(ops.shape(s)[0])  # a batch size unknown when traced too
             diagonal = ops.equal(ops.expand_dims(rows, 1), ops.expand_dims(rows, 0))
@@ -181,7 +180,7 @@ def pairwise_kernel(a, b, squared, rescue=True):
             # d ||d|| = d / ||d|| = (c d) / sqrt(s): w = g / sqrt(s) times
             # `c d` (c = 1 but for rescued pairs). Coincident rows and
             # infinite distances have no derivative (NaN propagates).
-            ok = ops.logical_and(ops.not_equal(s, 0), ops.not_equal(s, _INF))
+            ok = ops.logical_and(ops.not_equal(s, 0), ops.logical_not(is_pos_inf(s)))
             root = ops.sqrt(ops.where(ok, s, ops.ones_like(s)))
             w = ops.where(ok, ops.where(ok, g, ops.zeros_like(g)) / root, ops.zeros_like(s))
             scaled = None if c is None else (c, rescued)
