@@ -158,7 +158,6 @@ def _std_grad(x, axes, cot):
     return centred / (count * std) * np.expand_dims(cot, axes)
 
 
-
 OPS = {
     "contrastive_loss": OpSpec(
         lambda y, d: ops.contrastive_loss(y, d),
