@@ -14,14 +14,14 @@ import re
 import numpy as np
 import pytest
 
+from tests.harness.layers import LayerSpec
 from tests.harness.losses import spec_model
+from tests.specs.blocks import BLOCK_SPECS
+from tests.specs.layers import LAYER_SPECS
 from tests.specs.losses import LOSS_SPECS
 from tests.specs.ops import ALL
-from tests.specs.ops import C
-from tests.specs.ops import D
 from tests.specs.ops import N
 from tests.specs.ops import _f
-from tests.specs.ops import _int
 
 pytestmark = pytest.mark.jax
 
@@ -59,41 +59,35 @@ def test_op_step_lowers_without_host_callbacks(name):
     assert _host_calls(spec.call, spec.args, spec.wrt) == []
 
 
-LAYER_INPUTS = {
-    "L2Normalize": ({}, _f(N, D)),
-    "LogSoftmax": ({}, _f(N, C)),
-    "SafeNorm": ({}, _f(N, D)),
-    "StableSoftmax": ({}, _f(N, C)),
-    "LinearSoftmaxHead": ({"vocab_size": C, "chunk_size": 2}, _f(N, D)),
-}
+def _layer_step(spec, inference):
+    """`(call, args, wrt)` for a layer spec (tests/specs/): a weightless
+    layer on an input of its spec's shape; a layer with weights on its
+    spec's inputs, the float ones differentiated (the head's are hidden
+    states and labels: its training call, the fused loss); with
+    `inference`, the head's call on the hidden states alone (the logits)."""
+    layer = spec.make()
+    if isinstance(spec, LayerSpec):
+        x = _f(*spec.input_shape)
+        layer.build(x.shape)
+        return (lambda a: layer(a)), [x], (0,)
+    args = spec.inputs(np.random.default_rng(0), N)
+    layer(*args)  # builds it
+    if inference:
+        return (lambda h: layer(h)), args[:1], (0,)
+    wrt = tuple(i for i, a in enumerate(args) if a.dtype.kind == "f")
+    return (lambda *a: layer(*a)), args, wrt
 
 
-# Layers called with more than one input: their jit-compiled `fit` runs in
-# tests/layers/test_attention_layers.py, not through this one-input export.
-LAYER_SKIP = {
-    "StableMultiHeadAttention": "query and value inputs (test_attention_layers.py)",
-    "StableGroupedQueryAttention": "query and value inputs (test_attention_layers.py)",
-}
+LAYER_STEPS = [pytest.param(spec, False, id=spec.id) for spec in LAYER_SPECS + BLOCK_SPECS] + [
+    pytest.param(spec, True, id=f"{spec.id}-inference")
+    for spec in BLOCK_SPECS
+    if spec.targets is None  # a head: trained on its added loss, predicts logits
+]
 
 
-def test_every_public_layer_has_inputs():
-    from keras_stable import layers
-
-    assert sorted(layers.__all__) == sorted({**LAYER_INPUTS, **LAYER_SKIP})
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_INPUTS))
-def test_layer_step_lowers_without_host_callbacks(name):
-    from keras_stable import layers
-
-    kwargs, x = LAYER_INPUTS[name]
-    layer = getattr(layers, name)(**kwargs)
-    layer.build(x.shape)
-    if name == "LinearSoftmaxHead":
-        labels = _int(C, N)
-        # The training call: the fused loss against labels.
-        assert _host_calls(lambda h: layer(h, labels=labels), [x], (0,)) == []
-    assert _host_calls(lambda a: layer(a), [x], (0,)) == []
+@pytest.mark.parametrize("spec, inference", LAYER_STEPS)
+def test_layer_step_lowers_without_host_callbacks(spec, inference):
+    assert _host_calls(*_layer_step(spec, inference)) == []
 
 
 def _prediction(spec, y):
