@@ -206,9 +206,8 @@ class NaNAudit(keras.callbacks.Callback):
             self._wrap_train_function()
         self.skipped_step = None
         self._guarded = _guarded_optimizer(self.model)
-        self._loss_scaled = isinstance(
-            getattr(self.model, "optimizer", None), keras.optimizers.LossScaleOptimizer
-        )
+        optimizer = getattr(self.model, "optimizer", None)
+        self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._seen_skips = self._read_skips()
         self._consecutive_skips = 0
         self._epoch_skips = 0
@@ -217,7 +216,7 @@ class NaNAudit(keras.callbacks.Callback):
         """`(skipped_steps, iterations)` of the `Guarded` optimizer."""
         if self._guarded is None:
             return (0, 0)
-        values = [self._guarded.skipped_steps.value, self._guarded.iterations]
+        values = (self._guarded.skipped_steps.value, self._guarded.iterations)
         return tuple(int(keras.ops.convert_to_numpy(v)) for v in values)
 
     def on_train_end(self, logs=None):
@@ -497,6 +496,5 @@ class _Recording:
         return self
 
     def __next__(self):
-        data = next(self._iterator)
-        self._callback._drawn = data
+        self._callback._drawn = data = next(self._iterator)
         return data
