@@ -3,8 +3,10 @@ from the command line.
 
 Prints the report and exits with 0 when no value or gradient is NaN or inf,
 1 when the audit found a trap, and 2 on bad input (a file that does not
-load, data that does not fit the model, an unknown backend), with a
-one-line error on stderr and no traceback.
+load, a compiled loss that cannot be restored, data that does not fit the
+model, an unknown backend), with a one-line error on stderr and no
+traceback. `--import MODULE` (repeatable) imports the module that registers
+the model's custom objects before loading.
 
 `python -m keras_stable.audit --explain TRAP` prints the page a finding of
 `TRAP` points to (a trap id such as `norm_at_zero`, or a page name such as
@@ -113,6 +115,18 @@ def _parser():
         ),
     )
     parser.add_argument(
+        "--import",
+        dest="imports",
+        metavar="MODULE",
+        action="append",
+        default=[],
+        help=(
+            "import MODULE (from the current directory or the installed "
+            "packages) before loading: the module that registers the model's "
+            "custom layers, losses or functions; repeatable"
+        ),
+    )
+    parser.add_argument(
         "--unsafe",
         action="store_true",
         help=(
@@ -189,7 +203,30 @@ def _restart(backend, argv):
     return subprocess.call([sys.executable, "-m", "keras_stable.audit", *argv], env=env)
 
 
-def _load_model(path, unsafe):
+def _import_modules(names):
+    """`--import`: the modules that register the model's custom objects."""
+    from keras_stable.audit.data import AuditInputError
+    from keras_stable.audit.data import _first_line
+
+    if names and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # noqa: BLE001 - any failure: a bad --import
+            raise AuditInputError(f"--import {name}: {_first_line(error)}") from error
+
+
+_CUSTOM_HINT = (
+    "if the model uses custom objects, pass --import MODULE, the module that "
+    "registers them (keras.saving.register_keras_serializable)"
+)
+
+
+def _load_model(path, unsafe, loss_given):
+    """The model; a compiled loss that cannot be restored is an error
+    (exit 2) unless `--loss` replaces it: the audit would differentiate
+    something other than what the model trains on."""
     import keras
 
     from keras_stable.audit.data import AuditInputError
@@ -201,26 +238,29 @@ def _load_model(path, unsafe):
         raise AuditInputError(
             f"{path} is not a .keras file (save the model with model.save('model.keras'))"
         )
-    notes = []
     try:
-        model = keras.saving.load_model(path, safe_mode=not unsafe)
+        return keras.saving.load_model(path, safe_mode=not unsafe)
     except Exception as error:  # noqa: BLE001 - any failure: the file does not load
-        model = None
-        if "safe_mode" not in str(error):
-            # The model may load without its compiled loss (a custom loss
-            # function that is not registered): audit it without the loss.
-            try:
-                model = keras.saving.load_model(path, safe_mode=not unsafe, compile=False)
-            except Exception:  # noqa: BLE001 - report the first error
-                model = None
+        if not unsafe and "safe_mode" in str(error):
+            raise AuditInputError(
+                f"cannot load the model {path}: it holds Python code (a Lambda layer); "
+                "rerun with --unsafe if you trust the file"
+            ) from error
+        try:
+            model = keras.saving.load_model(path, safe_mode=not unsafe, compile=False)
+        except Exception:  # noqa: BLE001 - report the first error
+            model = None
+        message = _first_line(error)
         if model is None:
-            message = _first_line(error)
-            if not unsafe and "safe_mode" in str(error):
-                message = "it holds Python code (a Lambda layer); rerun with --unsafe if you trust the file"
-            raise AuditInputError(f"cannot load the model {path}: {message}") from error
-        reason = _first_line(error).split(". ")[0]
-        notes.append(f"the model's compiled loss could not be restored: {reason}")
-    return model, notes
+            raise AuditInputError(
+                f"cannot load the model {path}: {message}; {_CUSTOM_HINT}"
+            ) from error
+        if not loss_given:
+            raise AuditInputError(
+                f"the compiled loss of {path} cannot be restored ({message}); "
+                f"{_CUSTOM_HINT}, or pass --loss MODULE:FUNCTION"
+            ) from error
+        return model
 
 
 def _loss(spec):
@@ -293,7 +333,9 @@ def main(argv=None):
     from keras_stable.audit.data import load_batch
 
     try:
-        model, notes = _load_model(args.model, args.unsafe)
+        _import_modules(args.imports)
+        model = _load_model(args.model, args.unsafe, loss_given=args.loss is not None)
+        notes = []
         x, y = load_batch(args.data)
         loss = _loss(args.loss)
         if loss is not None and y is None:

@@ -147,12 +147,14 @@ def format_report(report):
     if report.ok:
         lines = [f"keras_stable audit{backend}: no NaN or inf ({ran})."]
     else:
-        count = len(report.findings)
+        # The count is that of the table's rows: a finding that fired in
+        # several modes or probes is one row.
+        groups = _groups(report.findings)
+        count = len(groups)
         lines = [
             f"keras_stable audit{backend}: {count} finding{'s' * (count != 1)} ({ran})",
             "",
         ]
-        groups = _groups(report.findings)
         rows = [_COLUMNS]
         for group in groups:
             first = group[0]

@@ -313,6 +313,20 @@ def test_report_table_and_dict():
     assert isinstance(report.findings[0], Finding)
 
 
+def test_the_header_counts_the_rows_of_the_table():
+    same = dict(layer="dense", stage="forward", trap="exp_overflow", fix="StableSoftmax")
+    report = AuditReport(
+        findings=[Finding(mode="eager", **same), Finding(mode="compiled", **same)],
+        modes=["eager", "compiled"],
+        backend=BACKEND,
+    )
+    lines = str(report).splitlines()
+    assert lines[0].startswith(f"keras_stable audit on {BACKEND}: 1 finding (")
+    table = lines[2 : lines.index("", 2)]
+    assert len(table) == 2 + 1  # the column names, the rule, one row
+    assert "eager, compiled" in table[2]
+
+
 def test_clean_report_says_so():
     report = AuditReport(modes=["eager"], backend=BACKEND)
     assert report.ok

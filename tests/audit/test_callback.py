@@ -38,7 +38,11 @@ def test_stops_at_the_failing_step_and_writes_the_evidence(tmp_path, capsys):
     )
     assert callback.step == 2
     assert len(history.history["loss"]) == 1  # stopped in the first epoch
-    assert "NaNAudit: step 2 went non-finite" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "NaNAudit: step 2 went non-finite" in printed
+    # The table, not only the path of the report.
+    assert "exp_overflow" in printed and "1 finding" in printed
+    assert f"report in {callback.paths['report']}" in printed
     # The batch of step 2, sliced out of the training arrays.
     saved_x, saved_y = load_batch(callback.paths["batch"])
     np.testing.assert_array_equal(saved_x, x[4:8])

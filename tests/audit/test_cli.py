@@ -145,3 +145,67 @@ def test_precision_flag(tmp_path, capsys):
     assert "half_overflow" in out and "headroom" in out
     status, out, _ = _main(capsys, *argv)
     assert status == 0
+
+
+_CUSTOM_MODULE = """
+import keras
+
+
+@keras.saving.register_keras_serializable(package="{package}")
+class Doubler(keras.layers.Layer):
+    def call(self, inputs):
+        return inputs * 2.0
+
+
+@keras.saving.register_keras_serializable(package="{package}")
+def tail_loss(y_true, y_pred):
+    return keras.ops.mean(keras.ops.square(y_true - y_pred), axis=-1)
+"""
+
+
+def _custom_model(tmp_path, monkeypatch, custom_layer):
+    """A model saved with a custom module, which is then forgotten (as in a
+    fresh process that has not imported it): its objects are unregistered."""
+    package = f"audit_cli_{tmp_path.name}"
+    name = f"{package}_objects"
+    (tmp_path / f"{name}.py").write_text(_CUSTOM_MODULE.format(package=package))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = __import__(name)
+    inputs = keras.Input((4,))
+    hidden = module.Doubler()(inputs) if custom_layer else keras.layers.Dense(3)(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(2)(hidden))
+    model.compile(optimizer="sgd", loss=module.tail_loss)
+    model.save(tmp_path / "custom.keras")
+    save_batch(tmp_path / "custom.npz", np.ones((3, 4), "float32"), np.zeros((3, 2), "float32"))
+    registry = keras.saving.get_custom_objects()
+    for key in [key for key in registry if key.startswith(f"{package}>")]:
+        monkeypatch.delitem(registry, key)
+    monkeypatch.delitem(sys.modules, name)
+    return name
+
+
+def test_an_unregistered_custom_layer_says_import_and_loads_with_it(tmp_path, capsys, monkeypatch):
+    name = _custom_model(tmp_path, monkeypatch, custom_layer=True)
+    line = _bad_input(capsys, "custom.keras", "--data", "custom.npz")
+    assert "cannot load the model" in line and "--import MODULE" in line
+    status, out, err = _main(capsys, "custom.keras", "--data", "custom.npz", "--import", name)
+    assert status == 0, err
+    assert "no NaN or inf" in out
+    assert "--import bogus_module" in _bad_input(
+        capsys, "custom.keras", "--data", "custom.npz", "--import", "bogus_module"
+    )
+
+
+def test_a_compiled_loss_that_cannot_be_restored_exits_2(tmp_path, capsys, monkeypatch):
+    name = _custom_model(tmp_path, monkeypatch, custom_layer=False)
+    line = _bad_input(capsys, "custom.keras", "--data", "custom.npz")
+    assert "compiled loss" in line and "--import MODULE" in line and "--loss" in line
+    # Either way of naming the loss runs the audit.
+    status, out, err = _main(capsys, "custom.keras", "--data", "custom.npz", "--import", name)
+    assert status == 0, err
+    assert "no NaN or inf" in out
+    status, out, err = _main(
+        capsys, "custom.keras", "--data", "custom.npz", "--loss", f"{name}:tail_loss"
+    )
+    assert status == 0, err
