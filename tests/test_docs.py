@@ -261,6 +261,15 @@ def test_readme_keeps_the_quick_start_commands():
     assert "bash .ci/run" in readme
 
 
+def test_readme_and_home_page_lead_a_nan_run_to_the_audit_in_one_step():
+    call = "callbacks=[keras_stable.callbacks.NaNAudit()]"
+    readme = (ROOT / "README.md").read_text()
+    assert readme.index(call) < readme.index("## Quick start")
+    home = (DOCS / "index.md").read_text()
+    assert home.index(call) < home.index("## See it happen")
+    assert "(audit.md)" in home
+
+
 def _doctests_collected_by_default():
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
