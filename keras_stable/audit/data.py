@@ -163,7 +163,11 @@ def resolve_loss(model, loss, y):
             "`y` was given without a loss: pass `loss=` or audit a model compiled with one."
         )
     if isinstance(loss, (list, tuple)):
-        losses = [_loss_callable(item) for item in loss]
+        # `compile(loss=[loss_fn, None])`: an output without a loss (the
+        # keras-io GPT's second output) takes no labels.
+        losses = [None if item is None else _loss_callable(item) for item in loss]
+        if all(fn is None for fn in losses):
+            raise AuditInputError(f"`loss` has no loss for any output: {loss!r}.")
     elif (
         isinstance(loss, dict)
         and all(isinstance(k, str) for k in loss)
@@ -199,8 +203,12 @@ def _mean_loss(fn):
 
 def _sum_of_losses(losses):
     def loss(y_true, y_pred):
-        pairs = zip(keras.tree.flatten(y_true), keras.tree.flatten(y_pred), losses)
-        return sum(_mean(fn(t, p)) for t, p, fn in pairs if fn is not None)
+        y_true, y_pred = keras.tree.flatten(y_true), keras.tree.flatten(y_pred)
+        pairs = list(zip(y_pred, losses))
+        if len(y_true) == sum(fn is not None for fn in losses) < len(losses):
+            # As `fit`: the labels are those of the outputs with a loss.
+            pairs = [(p, fn) for p, fn in pairs if fn is not None]
+        return sum(_mean(fn(t, p)) for t, (p, fn) in zip(y_true, pairs) if fn is not None)
 
     loss.__name__ = "+".join(loss_name(fn) for fn in losses if fn is not None)
     return loss

@@ -124,6 +124,20 @@ def _perturb_unproduced(y_pred, producers, deltas):
     return keras.tree.map_structure(add, y_pred)
 
 
+def _plus_model_losses(loss_value, model):
+    """The compiled loss (or None: a model trained on its `add_loss` terms
+    alone, as the keras-io captcha OCR's CTC layer) plus the model's
+    `add_loss` terms and weight regularizers, as `fit` adds them
+    (`Trainer.compute_loss`)."""
+    extra = [keras.ops.sum(keras.ops.cast(t, "float32")) for t in model.losses]
+    if not extra:
+        return loss_value
+    if loss_value is not None:
+        value = keras.ops.cast(loss_value, "float32")
+        extra.append(keras.ops.mean(value) if len(value.shape) else value)
+    return sum(extra)
+
+
 def make_body(model, loss_fn):
     """`body(x, y, deltas) -> (scalar, recorder, producers)`: one recorded
     call of the model and the loss; `deltas=None` records only."""
@@ -143,6 +157,8 @@ def make_body(model, loss_fn):
             loss_value = None
             if loss_fn is not None:
                 loss_value = recorder.run(loss_node, _checked_loss(loss_fn), (y, y_pred), {})
+            if loss_fn is not None or getattr(model, "loss", None) is None:
+                loss_value = _plus_model_losses(loss_value, model)
         return _scalar(loss_value, outputs), recorder, producers
 
     return body

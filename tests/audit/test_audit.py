@@ -376,6 +376,59 @@ def test_compiled_loss_is_used():
     assert _summary(report) == [("loss", "forward", "unshifted_softmax", "eager", None)]
 
 
+def _two_outputs():
+    """The keras-io miniature GPT's shape: logits and a second output that
+    has no loss (`compile(loss=[loss_fn, None])`)."""
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(5, name="hidden")(inputs)
+    logits = keras.layers.Dense(3, name="logits")(hidden)
+    return keras.Model(inputs, [logits, hidden])
+
+
+def test_a_list_of_losses_with_none_entries_is_audited_as_fit_trains_it():
+    model = _two_outputs()
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer="sgd", loss=[loss_fn, None])
+    x = np.random.default_rng(0).normal(size=(6, 4)).astype("float32")
+    y = np.array([0, 1, 2, 0, 1, 2])
+    report = audit(model, x, y, modes=["eager"])
+    assert report.ok, str(report)
+    # The loss audited is the loss fit trains on.
+    expected = float(keras.ops.convert_to_numpy(loss_fn(y, model(x)[0])))
+    assert report.findings == [] and abs(_audited_loss(model, x, y) - expected) < 1e-5
+
+
+def _audited_loss(model, x, y):
+    from keras_stable.audit import data
+    from keras_stable.audit import execution
+
+    loss_fn = data.resolve_loss(model, None, y)
+    x, y = data.to_tensors(x), data.to_tensors(y)
+    scalar, _, _ = execution.make_body(model, loss_fn)(x, y, None)
+    return float(keras.ops.convert_to_numpy(scalar))
+
+
+class _AddsItsLoss(keras.layers.Layer):
+    """The keras-io captcha OCR's `CTCLayer` pattern: the loss is added with
+    `add_loss` and the layer returns its input."""
+
+    def call(self, y_true, y_pred):
+        self.add_loss(keras.ops.exp(keras.ops.mean(keras.ops.square(y_true - y_pred)) * 100.0))
+        return y_pred
+
+
+def test_add_loss_terms_are_part_of_the_audited_loss():
+    inputs, labels = keras.Input((4,)), keras.Input((2,))
+    outputs = _AddsItsLoss()(labels, keras.layers.Dense(2)(inputs))
+    model = keras.Model([inputs, labels], outputs)
+    model.compile(optimizer="sgd")
+    x = [np.ones((3, 4), "float32"), np.full((3, 2), 5.0, "float32")]
+    # exp(100 * 25) overflows: fit's loss is inf, and so is the audited one.
+    assert _audited_loss(model, x, None) == np.inf
+    report = audit(model, x, modes=["eager"])
+    assert not report.ok, str(report)
+
+
 def test_audit_section_for_the_demo():
     model, x, y, loss = models.softmax_in_loss()
     text = audit_lib.audit_section([("2-3-2 classifier", model, x, y, loss)], modes=["eager"])
