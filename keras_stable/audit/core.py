@@ -176,6 +176,11 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None, precision=No
         if report.findings:
             return report
         raise AuditInputError(f"the audit could not run the model: {'; '.join(report.notes)}")
+    if precision is not None and precision not in probe_names:
+        # The pre-flight reads layer outputs of the float32 run; what
+        # overflows inside a layer's own `call` shows only when the model
+        # runs under the policy: its probe runs too.
+        probe_names = [precision, *probe_names]
     for name in probe_names:
         try:
             probe_model, probe_x, probe_y = probes_lib.apply(name, model, x, y)
@@ -187,6 +192,13 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None, precision=No
             _run(report, probe_model, probe_x, probe_y, loss_fn, modes, name)
         except AuditInputError as error:
             report.notes.append(f"probe {name} could not run: {error}")
+    # The pre-flight and its probe can name the same layer: once.
+    seen = set()
+    report.findings = [
+        f
+        for f in report.findings
+        if (key := (f.layer, f.stage, f.trap, f.mode, f.probe)) not in seen and not seen.add(key)
+    ]
     return report
 
 

@@ -23,6 +23,7 @@ from keras_stable.audit.tracing import delta_plan
 from keras_stable.audit.tracing import fill_template
 from keras_stable.audit.tracing import is_float
 from keras_stable.audit.tracing import is_tensor
+from keras_stable.common.keras_internals import sublayers
 
 TOP = "top"
 LOSS = "loss"
@@ -343,6 +344,9 @@ def rerun_in_float32(info, inputs, grad_out):
             tensors.append(t)
         op = info.node.op
         call = op if inspect.isfunction(op) else op.call  # the loss is a function
+        # Its sublayers too (a custom layer's, made in `__init__`): each
+        # casts its inputs to its own compute dtype.
+        inner = [] if inspect.isfunction(op) else sublayers(op)
 
         def fn(float_tensors):
             current = list(tensors)
@@ -352,7 +356,14 @@ def rerun_in_float32(info, inputs, grad_out):
             return [t for t in keras.tree.flatten(call(*args, **kwargs)) if is_float(t)]
 
         primals = [tensors[n] for n in floats]
-        outputs, grads = _value_and_vjp(fn, primals, grad_out)
+        policies = [layer.dtype_policy for layer in inner]
+        try:
+            for layer in inner:
+                layer.dtype_policy = "float32"
+            outputs, grads = _value_and_vjp(fn, primals, grad_out)
+        finally:
+            for layer, policy in zip(inner, policies):
+                layer.dtype_policy = policy
     except Exception:  # noqa: BLE001 - any failure means "cannot tell"
         return None
     value_finite = all(np.all(np.isfinite(to_numpy(o))) for o in outputs)

@@ -13,7 +13,9 @@ eventually will, and the audit runs again on the result:
   all padding (0) when an `Embedding` has `mask_zero=True` (fully masked
   rows);
 - `mixed_float16`, `mixed_bfloat16`: the model rebuilt from its config
-  under that dtype policy, with the same weights (vanishing epsilons,
+  under that dtype policy (set globally while it is rebuilt, so the
+  sublayers a custom layer creates in `__init__` take it too, as in a user's
+  mixed-precision run), with the same weights (vanishing epsilons,
   float16 overflow).
 
 A probe that does not apply to a model (no floating input, a batch of one,
@@ -126,7 +128,12 @@ def _clone_layer(policy):
 
 def _precision(policy):
     def probe(model, x, y):
+        # Under the policy set globally, as a user trains in mixed
+        # precision: the sublayers a custom layer creates in `__init__`
+        # without a dtype take it too (its config does not hold them).
+        before = keras.config.dtype_policy()
         try:
+            keras.config.set_dtype_policy(policy)
             clone = keras.models.clone_model(
                 model, clone_function=_clone_layer(policy), recursive=True
             )
@@ -137,6 +144,8 @@ def _precision(policy):
                 f"cannot rebuild the model under {policy}: "
                 f"{message[0] if message else type(error).__name__}"
             ) from error
+        finally:
+            keras.config.set_dtype_policy(before)
         return clone, x, y
 
     return probe

@@ -24,6 +24,7 @@ from keras_stable.audit.report import Finding
 from keras_stable.audit.report import fix_for
 from keras_stable.audit.rows import distribution_rows
 from keras_stable.audit.rows import nan_row_shape
+from keras_stable.common.keras_internals import sublayers
 
 HALF = ("float16", "bfloat16")
 
@@ -273,6 +274,10 @@ class _Evidence:
                 return f"{lbl} holds {int(np.sum(a == 0))} exact zero(s)"
         return None
 
+    def has_sublayers(self):
+        op = self.info.node.op
+        return isinstance(op, keras.layers.Layer) and bool(sublayers(op))
+
     def finite_in_float32(self, stage):
         """Whether computing this call in float32 removes the NaN/inf."""
         if self.dtype not in HALF or self._rerun is None:
@@ -302,25 +307,38 @@ def recognize_forward(evidence):
         if e.huge():
             return "unknown", e.huge()
         return "exp_overflow", large
+    # A half-precision call that is finite in float32 overflowed inside:
+    # rows of NaN there are exp's inf / inf, not rows with nothing left
+    # (those are NaN in float32 too).
+    half = e.finite_in_float32("forward")
     if nan_out:
         empty = e.empty_mask_rows()
         if empty:
             return "fully_masked_row", empty + ": the softmax over it is 0/0"
-        rows = e.softmax_without_rows("forward")
+        rows = None if half else e.softmax_without_rows("forward")
         if rows:
             return "fully_masked_row", rows
     spread = e.spread()
     if spread:
         return "unshifted_softmax", spread
     zeros = e.zeros()
-    if zeros and e.finite_in_float32("forward"):
+    if zeros and half:
         return "epsilon_underflow", (
             f"{zeros}; finite when computed in float32: an epsilon that rounds to 0 in {e.dtype}"
         )
     if nan_out and zeros:
         return "norm_at_zero", zeros + ": x / ||x|| is 0/0 there"
-    if e.finite_in_float32("forward"):
-        return "unknown", f"finite when computed in float32: a {e.dtype} overflow or underflow"
+    if half:
+        detail = (
+            f"finite when computed in float32: a value inside its call leaves the {e.dtype} "
+            "range (an exp, a sum or a product past its max)"
+        )
+        if e.has_sublayers():
+            detail += (
+                "; its sublayers take the global policy unless created with "
+                "dtype=self.dtype_policy: a float32 layer needs float32 sublayers too"
+            )
+        return "half_overflow", detail
     return "unknown", ""
 
 

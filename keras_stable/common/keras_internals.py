@@ -166,6 +166,14 @@ def replace_sublayer(layer, attribute, new):
         tracker.lock()
 
 
+def sublayers(layer):
+    """Every layer inside `layer` (its sublayers, theirs, and so on), not
+    `layer` itself: those a custom layer creates in `__init__` included,
+    which no public attribute lists (`Model.layers` holds the direct
+    ones of a model only)."""
+    return list(layer._flatten_layers(include_self=False, recursive=True))
+
+
 # -- The attention layers (`MultiHeadAttention`, `GroupQueryAttention`) -----
 #
 # Their subclasses replace the private `_compute_attention(query, key,

@@ -1,5 +1,6 @@
 """`audit(..., precision=)`: the half-precision pre-flight from one float32 run."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -112,3 +113,55 @@ def test_unknown_precision():
     model, x, y, loss = models.reaches_1e5()
     with pytest.raises(ValueError, match="precision"):
         audit(model, x, precision="float16")
+
+
+class _SoftmaxHead(keras.layers.Layer):
+    """A custom layer as users write one: its sublayer made in `__init__`
+    without a dtype, and a hand-written softmax."""
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.proj = keras.layers.Dense(units, kernel_initializer="ones", name="proj")
+
+    def build(self, input_shape):
+        self.proj.build(input_shape)
+
+    def call(self, x):
+        z = keras.ops.exp(self.proj(x))
+        return z / keras.ops.sum(z, axis=-1, keepdims=True)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units}
+
+
+def _custom_head_model():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, _SoftmaxHead(3, name="head")(inputs))
+    # Rows 1 and 3 reach exp(12) = 162755 > 65504: NaN in float16 only.
+    x = np.full((4, 4), 0.5, "float32")
+    x[1] = x[3] = 3.0
+    return model, x
+
+
+def test_a_custom_layers_sublayers_run_under_the_policy(monkeypatch):
+    model, x = _custom_head_model()
+    # Registered as a user's module would be, for the rebuild from config.
+    monkeypatch.setitem(keras.saving.get_custom_objects(), "_SoftmaxHead", _SoftmaxHead)
+    assert np.all(np.isfinite(keras.ops.convert_to_numpy(model(x))))
+    # Under mixed_float16 as a user runs it, the model goes NaN.
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        real = keras.Model.from_config(model.get_config())
+    finally:
+        keras.config.set_dtype_policy("float32")
+    real.set_weights(model.get_weights())
+    assert not np.all(np.isfinite(keras.ops.convert_to_numpy(real(x))))
+    # Both the probe and the pre-flight see it (they said "no NaN or inf").
+    for kwargs in ({"stress": ["mixed_float16"]}, {"precision": "mixed_float16"}):
+        report = audit(model, x, modes=["eager"], **kwargs)
+        found = [(f.layer, f.trap, f.probe, f.examples) for f in report.findings]
+        assert found == [("head", "half_overflow", "mixed_float16", (1, 3))], str(report)
+        assert "dtype=self.dtype_policy" in report.findings[0].detail
+    assert keras.config.dtype_policy().name == "float32"
+    assert model.get_layer("head").proj.dtype_policy.name == "float32"

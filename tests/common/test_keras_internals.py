@@ -33,6 +33,7 @@ from keras_stable.common.keras_internals import returns_attention_scores
 from keras_stable.common.keras_internals import reverse_embedding_matrix
 from keras_stable.common.keras_internals import set_keras_logits
 from keras_stable.common.keras_internals import set_metric_direction
+from keras_stable.common.keras_internals import sublayers
 from keras_stable.common.keras_internals import wrapped_loss_kwargs
 from tests.backend_utils import BACKEND
 from tests.backend_utils import to_numpy
@@ -274,6 +275,13 @@ def test_replace_sublayer_swaps_a_sublayer_of_a_built_layer():
     assert holder.inner is new
     assert holder._tracker.locked
     assert {id(w) for w in holder.weights} == {id(w) for w in new.weights}
+
+
+def test_sublayers_lists_the_layers_a_custom_layer_creates_in_init():
+    inner = keras.layers.Dense(2, name="inner")
+    holder = _Holder(keras.Sequential([inner], name="block"))
+    assert [layer.name for layer in sublayers(holder)] == ["block", "inner"]
+    assert sublayers(inner) == []
 
 
 # -- The attention layers ---------------------------------------------------
