@@ -27,6 +27,13 @@ TRAPS = {
         "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy (on the logits)",
         "doc": "softmax-overflow.md",
     },
+    "log_of_zero": {
+        "title": "log of an exact 0 (a probability that underflowed): -inf, and 0 x -inf = NaN",
+        "fix": "keras_stable.ops.softmax_cross_entropy(from_logits=False), or the loss on logits",
+        "loss_fix": "keras_stable.losses.StableSoftmaxCrossEntropy(from_logits=False) on the "
+        "probabilities, or on the logits (drop the softmax)",
+        "doc": "saturated-probabilities.md",
+    },
     "zero_times_inf": {
         "title": "masking by multiplication: 0 x NaN and 0 x inf are NaN",
         "fix": "keras_stable.ops.masked_task_distance (double where)",

@@ -293,6 +293,8 @@ def plan_deltas(model, loss_fn, x, y):
 
     floats = [t for t in outputs if is_float(t)]
     return {
+        # What each call computed, seen where the values are concrete.
+        "operations": [(i.node.name, i.operations, i.log_zeros) for i in recorder.calls],
         "calls": delta_plan(recorder),
         "x": [spec(t) for t in inputs if is_float(t)],
         "out": [spec(t) for t, p in zip(floats, producers) if p is None],
@@ -309,6 +311,10 @@ def differentiate(model, loss_fn, x, y, plan, mode):
     )
     run = Run(mode)
     _fill(run, recorder, tensors, producers)
+    for info, (name, operations, log_zeros) in zip(run.calls, plan["operations"]):
+        if info.node.name == name:  # traced runs see no values: the plan's
+            info.operations |= operations
+            info.log_zeros = max(info.log_zeros, log_zeros)
     run.loss = to_numpy(scalar)
     run.grads_in = [[to_numpy(g) for g in ins] for ins, _ in grads["calls"]]
     run.grads_out = [[to_numpy(g) for g in outs] for _, outs in grads["calls"]]

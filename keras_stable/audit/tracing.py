@@ -15,12 +15,22 @@ that call, and `x + 0` changes no value.
 
 import contextlib
 import functools
+import inspect
 
 import keras
+import numpy as np
 
 # The recorders in use, innermost last (a stack, so that a recorder can run
 # while another one is paused, e.g. inside a probe).
 _ACTIVE = []
+# The functions of `keras.ops`, as imported (before any wrapping).
+_KERAS_OPS = {
+    name: f
+    for name, f in vars(keras.ops).items()
+    if inspect.isfunction(f) and not name.startswith("_")
+}
+# The operations whose first argument is counted for exact zeros.
+_LOGS = ("log", "log2", "log10")
 
 
 class Node:
@@ -116,9 +126,37 @@ def replaced_calls(nodes, make_call):
                 vars(op).pop("call", None)
 
 
+def _watching(name, original):
+    @functools.wraps(original)
+    def operation(*args, **kwargs):
+        if _ACTIVE:
+            _ACTIVE[-1].saw(name, args)
+        return original(*args, **kwargs)
+
+    return operation
+
+
+@contextlib.contextmanager
+def watched_operations():
+    """Reports every `keras.ops.<name>` call to the active recorder (the
+    operations a layer or a loss computes: evidence for the traps), and
+    restores `keras.ops` on exit."""
+    current = {name: getattr(keras.ops, name) for name in _KERAS_OPS}
+    try:
+        for name, f in current.items():
+            setattr(keras.ops, name, _watching(name, f))
+        yield
+    finally:
+        for name, f in current.items():
+            setattr(keras.ops, name, f)
+
+
+@contextlib.contextmanager
 def instrument(nodes):
-    """Installs the recording `call` of every node, and removes it on exit."""
-    return replaced_calls(nodes, _wrapper)
+    """Installs the recording `call` of every node and the watch on
+    `keras.ops`, and removes both on exit."""
+    with replaced_calls(nodes, _wrapper), watched_operations():
+        yield
 
 
 def is_tensor(value):
@@ -186,6 +224,11 @@ class CallInfo:
         self.perturbable = []
         self.output_dtypes = []
         self.template = None  # (args, kwargs) with tensors replaced by slots
+        # The `keras.ops` functions the call ran itself (not inside a
+        # recorded sublayer), by name, and how many exact zeros reached a
+        # `log` (where the values are concrete: eager runs).
+        self.operations = set()
+        self.log_zeros = 0
 
     @property
     def name(self):
@@ -206,6 +249,7 @@ class Recorder:
         self.calls = []
         self.tensors = []
         self._depth = 0
+        self._running = []  # the indices of the calls in progress, innermost last
 
     def __enter__(self):
         _ACTIVE.append(self)
@@ -226,14 +270,29 @@ class Recorder:
         if deltas is not None:
             args, kwargs = self._perturb_inputs(args, kwargs, deltas[0])
         self._depth += 1
+        self._running.append(index)
         try:
             outputs = original(*args, **kwargs)
         finally:
             self._depth -= 1
+            self._running.pop()
         if deltas is not None:
             outputs, _ = _add_deltas(outputs, deltas[1], 0, is_float)
         self._store(info, args, kwargs, outputs)
         return outputs
+
+    def saw(self, name, args):
+        """The call in progress ran `keras.ops.<name>(*args)`."""
+        if not self._running:
+            return
+        info = self.calls[self._running[-1]]
+        info.operations.add(name)
+        if name in _LOGS and args and is_float(args[0]):
+            try:
+                values = _KERAS_OPS["convert_to_numpy"](args[0])
+            except Exception:  # noqa: BLE001 - a traced tensor has no values
+                return
+            info.log_zeros += int(np.count_nonzero(np.asarray(values) == 0))
 
     def _perturb_inputs(self, args, kwargs, deltas):
         args, position = _add_deltas(args, deltas, 0, is_float)
