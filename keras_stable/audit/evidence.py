@@ -14,6 +14,7 @@ from keras_stable.audit.rows import nan_row_shape
 from keras_stable.common.keras_internals import sublayers
 
 HALF = ("float16", "bfloat16")
+HALF_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
 
 # log of the largest finite value: exp(x) is inf above it.
 EXP_LIMIT = {
@@ -105,6 +106,13 @@ def _largest_finite(arrays):
     return max(values) if values else -np.inf
 
 
+ATTENTION_LAYERS = (
+    keras.layers.MultiHeadAttention,
+    keras.layers.GroupQueryAttention,
+    keras.layers.Attention,
+    keras.layers.AdditiveAttention,
+)
+
 # The operations with a singular point at the zero vector (norm_at_zero).
 _NORM_OPS = {"norm", "sqrt", "rsqrt", "power", "normalize", "safe_norm", "l2_normalize"}
 
@@ -184,8 +192,8 @@ class Evidence:
             if selectors or self.masks():
                 name = selectors[0] if selectors else self.masks()[0][0]
                 return (
-                    f"whole rows of its output are NaN and it takes the mask {name}: "
-                    "a softmax over a row with nothing left is 0/0"
+                    f"whole rows of its output are NaN and it takes a mask ({name}): "
+                    "where the mask leaves a row (a query) nothing, its softmax is 0/0"
                 )
         return None
 
@@ -289,6 +297,15 @@ class Evidence:
             return None
         what = "log(0) = -inf, and 0 x -inf = NaN" if stage == "forward" else "d log(p) = 1/0"
         return f"it takes the log of {n} exact zero(s) (probabilities that underflowed): {what}"
+
+    def is_attention(self):
+        """A Keras attention layer, or a call that ran
+        `keras.ops.dot_product_attention` or a softmax between products."""
+        if isinstance(self.info.node.op, ATTENTION_LAYERS):
+            return True
+        ops = self.operations()
+        products = {"matmul", "einsum", "dot"}
+        return "dot_product_attention" in ops or ("softmax" in ops and bool(ops & products))
 
     def has_sublayers(self):
         op = self.info.node.op

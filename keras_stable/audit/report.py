@@ -39,6 +39,8 @@ class Finding:
             made it fire (`"zeros"`, `"coincident"`, `"large"`, `"masked"`,
             `"mixed_float16"`, `"mixed_bfloat16"`).
         detail: the evidence, in words (which input, how many entries).
+        page: the page that explains it, where it is not the trap's own
+            (a fully masked row inside attention: `"attention"`), else None.
         examples: the rows `i` of the batch such that running row `i` alone
             makes this call's value (forward) or gradient (gradient)
             non-finite, or that hold the offending labels
@@ -54,6 +56,7 @@ class Finding:
     probe: str | None = None
     detail: str = ""
     examples: tuple = ()
+    page: str | None = None
 
     def as_dict(self):
         """The finding as a plain dict (JSON-ready)."""
@@ -173,7 +176,8 @@ def format_report(report):
         # One reference per page (two traps can share one), in page order.
         first = {}
         for f in report.findings:
-            first.setdefault(TRAPS[f.trap]["doc"], f.trap)
+            doc = f"{f.page}.md" if f.page else TRAPS[f.trap]["doc"]
+            first.setdefault(doc, f.page or f.trap)
         lines += ["", "Read: " + ", ".join(reference(first[doc]) for doc in sorted(first))]
     if report.headroom:
         top = sorted(report.headroom.items(), key=lambda kv: -kv[1])[:3]

@@ -21,6 +21,7 @@ import dataclasses
 import keras
 import numpy as np
 
+from keras_stable.audit.evidence import HALF_MAX
 from keras_stable.audit.evidence import Evidence
 from keras_stable.audit.evidence import _finite
 from keras_stable.audit.evidence import _has_nan
@@ -55,7 +56,7 @@ def recognize_forward(evidence):
     # (those are NaN in float32 too).
     half = e.finite_in_float32("forward")
     if nan_out:
-        empty = e.empty_mask_rows()
+        empty = None if half else e.empty_mask_rows()
         if empty:
             return "fully_masked_row", empty + ": the softmax over it is 0/0"
         rows = None if half else e.softmax_without_rows("forward")
@@ -79,6 +80,11 @@ def recognize_forward(evidence):
             f"finite when computed in float32: a value inside its call leaves the {e.dtype} "
             "range (an exp, a sum or a product past its max)"
         )
+        if e.masks():
+            detail += (
+                f"; it takes a mask ({e.masks()[0][0]}): a mask constant such as -1e9 "
+                f"overflows {e.dtype} (max {HALF_MAX[e.dtype]:.5g}) to -inf, and 0 x -inf = NaN"
+            )
         if e.has_sublayers():
             detail += (
                 "; its sublayers take the global policy unless created with "
@@ -268,6 +274,10 @@ def _feeds_a_log_loss(run, layer):
     return False
 
 
+_ATTENTION_FIX = (
+    "keras_stable.ops.dot_product_attention(mask=...) / layers.StableMultiHeadAttention"
+)
+
 _LOGITS_FIX = (
     "the loss on the logits: drop the softmax, keras_stable.losses."
     "StableSoftmaxCrossEntropy() (or from_logits=True); keeping it: layers.StableSoftmax "
@@ -279,10 +289,17 @@ def find(run, probe=None, rerun=None):
     """The finding of one run: forward first; the gradient only when the
     values are finite (a NaN value makes every gradient NaN)."""
     finding = find_forward(run, probe, rerun) or find_gradient(run, probe, rerun)
-    if finding is not None and finding.trap in ("unshifted_softmax", "exp_overflow"):
+    if finding is None:
+        return None
+    index = next((i for i, c in enumerate(run.calls) if c.node.name == finding.layer), None)
+    if index is None:
+        return finding
+    if finding.trap in ("unshifted_softmax", "exp_overflow") and _feeds_a_log_loss(run, index):
         # A softmax output that a log loss reads: swapping the softmax
         # alone leaves log(0) in the loss (the probabilities underflow).
-        index = next((i for i, c in enumerate(run.calls) if c.node.name == finding.layer), None)
-        if index is not None and _feeds_a_log_loss(run, index):
-            finding = dataclasses.replace(finding, fix=_LOGITS_FIX)
+        return dataclasses.replace(finding, fix=_LOGITS_FIX)
+    if finding.trap in ("fully_masked_row", "half_overflow") and (
+        Evidence(run, index).is_attention()
+    ):
+        return dataclasses.replace(finding, fix=_ATTENTION_FIX, page="attention")
     return finding

@@ -4,6 +4,7 @@ written, trained finite again."""
 
 import keras
 import numpy as np
+import pytest
 from keras import ops
 
 import keras_stable
@@ -67,3 +68,79 @@ def test_a_softmax_feeding_a_log_loss_gets_the_logits_fix():
     model, x, y, _ = models.softmax_in_layer()
     report = audit(model, x, y, loss="mse", modes=["eager"])
     assert [f.fix for f in report.findings] == ["keras_stable.ops.softmax / layers.StableSoftmax"]
+
+
+class PaddedAttention(keras.layers.Layer):
+    """Self-attention over padded sequences as users write it: a
+    PyTorch-style `-inf` bias, a tutorial's `(1 - keep) * -1e9`, or the fix
+    (`keras_stable.ops.dot_product_attention(mask=...)`)."""
+
+    def __init__(self, style, **kwargs):
+        super().__init__(**kwargs)
+        self.style = style
+
+    def call(self, x, keep):
+        if self.style == "fixed":
+            heads = x[:, :, None, :]
+            mask = ops.greater(keep, 0)[:, None, None, :]
+            return keras_stable.ops.dot_product_attention(heads, heads, heads, mask=mask)[:, :, 0]
+        scores = ops.matmul(x, ops.transpose(x, (0, 2, 1)))
+        k = keep[:, None, :]
+        if self.style == "inf":
+            scores = scores + ops.where(ops.greater(k, 0), 0.0, float("-inf"))
+        else:
+            scores = scores + (1.0 - k) * -1e9
+        return ops.matmul(ops.softmax(scores, axis=-1), x)
+
+
+def _attention_model(style, dtype=None):
+    keras.utils.set_random_seed(0)
+    tokens = keras.Input((5, 3), name="tokens")
+    keep = keras.Input((5,), name="keep")
+    h = keras.layers.Dense(4, name="embed", dtype=dtype)(tokens)
+    h = PaddedAttention(style, name="attention", dtype=dtype)(h, keep)
+    out = keras.layers.Dense(1, name="head", dtype=dtype)(keras.layers.Flatten()(h))
+    model = keras.Model([tokens, keep], out)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 5, 3)).astype("float32")
+    keep_values = np.ones((4, 5), "float32")
+    keep_values[1] = 0.0  # an all-padding sequence: its queries see nothing
+    keep_values[3, 3:] = 0.0
+    return model, [x, keep_values], rng.normal(size=(4, 1)).astype("float32")
+
+
+def _attention_findings(report):
+    return {(f.layer, f.trap, f.fix, f.page) for f in report.findings}
+
+
+FIXED = (
+    "keras_stable.ops.dot_product_attention(mask=...) / layers.StableMultiHeadAttention",
+    "attention",
+)
+
+
+def test_a_fully_masked_attention_row_names_the_attention_fix_and_page():
+    model, x, y = _attention_model("inf")
+    assert not np.all(np.isfinite(_fit_losses(model, x, y, "mse")))
+    model, x, y = _attention_model("inf")
+    report = audit(model, x, y, loss="mse", modes=MODES)
+    assert _attention_findings(report) == {("attention", "fully_masked_row", *FIXED)}, str(report)
+    assert report.findings[0].examples == (1,)
+    assert '"Attention' in str(report) and "--explain attention" in str(report)
+    model, x, y = _attention_model("fixed")
+    assert np.all(np.isfinite(_fit_losses(model, x, y, "mse")))
+
+
+# NumPy warns as it casts -1e9 to float16 (TF, JAX), as in the user's run.
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_a_mask_constant_that_overflows_float16_is_half_overflow_of_the_layer():
+    model, x, y = _attention_model("-1e9")
+    assert np.all(np.isfinite(_fit_losses(model, x, y, "mse")))  # float32: finite
+    model, x, y = _attention_model("-1e9", dtype="mixed_float16")
+    assert not np.all(np.isfinite(_fit_losses(model, x, y, "mse")))
+    model, x, y = _attention_model("-1e9", dtype="mixed_float16")
+    report = audit(model, x, y, loss="mse", modes=["eager"])
+    assert _attention_findings(report) == {("attention", "half_overflow", *FIXED)}, str(report)
+    assert "-1e9" in report.findings[0].detail and "65504" in report.findings[0].detail
+    model, x, y = _attention_model("fixed", dtype="mixed_float16")
+    assert np.all(np.isfinite(_fit_losses(model, x, y, "mse")))
