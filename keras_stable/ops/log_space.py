@@ -213,9 +213,14 @@ def _log_ndtr_series(x):
     """The asymptotic series of `log Phi(x)` for `x << -1`, order 3
     (TFP's `_log_ndtr_lower`): `-x^2/2 - log(-x) - log(2 pi)/2 +
     log(1 - 1/x^2 + 3/x^4 - 15/x^6)`."""
-    inv_x2 = 1.0 / ops.square(x)
+    # Below -1e10 the series is 1 to round-off; clamped there, 1 / x^2 and
+    # its derivative never meet an overflowed square.
+    clamped = ops.where(ops.less(x, -1e10), ops.full_like(x, -1e10), x)
+    inv_x2 = 1.0 / (clamped * clamped)
     series = 1.0 + inv_x2 * (-1.0 + inv_x2 * (3.0 - 15.0 * inv_x2))
-    return -0.5 * ops.square(x) - ops.log(-x) - _HALF_LOG_2PI + ops.log(series)
+    # `(-x / 2) * x`: past -2.6e19 the value overflows to -inf (float32),
+    # and each factor's derivative stays finite.
+    return (-0.5 * x) * x - ops.log(-x) - _HALF_LOG_2PI + ops.log(series)
 
 
 # Veltkamp's split of a float into two halves whose products with a

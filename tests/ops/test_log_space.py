@@ -150,10 +150,13 @@ def test_softplus_inverse_edges():
 
 
 def test_log_ndtr_edges_and_plain_formula_nan_gradient():
-    x = np.array([-np.inf, np.inf, np.nan, -1e3], "float32")
+    x = np.array([-np.inf, np.inf, np.nan, -1e3, -3e38], "float32")
     out, (grad,) = vjp_all_modes(ops.log_ndtr, [x])
     np.testing.assert_array_equal(out[:3], [-np.inf, 0.0, np.nan])
     np.testing.assert_array_equal(grad[:2], 0.0)
+    # -x^2/2 overflows float32 (the value is -inf) but not the gradient, -x.
+    assert out[4] == -np.inf
+    assert_close(grad[4], 3e38)
     assert_close(out[3], ref.log_ndtr(-1e3))
     assert_close(grad[3], ref.log_ndtr_grad(-1e3))
 
