@@ -519,3 +519,90 @@ def dot_product_attention(
     total = e.sum(-1, keepdims=True)
     p = e / np.where(total > 0, total, 1.0)
     return np.einsum("bnts,bsnh->btnh", p, v)
+
+
+# --- log space (`keras_stable.ops.log_space`) ------------------------------------------
+
+
+def xlogy(x, y):
+    x, y = np.broadcast_arrays(_f64(x), _f64(y))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x != 0, x * np.log(np.where(x != 0, y, 1.0)), 0.0)
+
+
+def logaddexp(x1, x2):
+    """`log(exp(x1) + exp(x2))`; equal infinities give themselves."""
+    x1, x2 = np.broadcast_arrays(_f64(x1), _f64(x2))
+    big, small = np.maximum(x1, x2), np.minimum(x1, x2)
+    same = big == small
+    with np.errstate(invalid="ignore"):
+        return np.where(same, big + math.log(2.0), big + np.log1p(np.exp(small - big)))
+
+
+def logaddexp_grad(x1, x2):
+    """`(d/dx1, d/dx2)`: the softmax weights, `(0.5, 0.5)` at a tie."""
+    x1, x2 = np.broadcast_arrays(_f64(x1), _f64(x2))
+    g1 = 1.0 / (1.0 + np.exp(x2 - x1))
+    return g1, 1.0 - g1
+
+
+def log1mexp(x):
+    """`log(1 - exp(x))` from the definition, with `1 - exp(x)` as
+    `-expm1(x)` (float64's `1 - exp(x)` cancels for `|x| < 1e-8`)."""
+    x = _f64(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(-np.expm1(x))
+
+
+def log1mexp_grad(x):
+    x = _f64(x)
+    with np.errstate(divide="ignore", over="ignore"):
+        return -1.0 / np.expm1(-x)
+
+
+def logsubexp(x1, x2):
+    x1, x2 = np.broadcast_arrays(_f64(x1), _f64(x2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return x1 + log1mexp(np.where(x1 == x2, 0.0, x2 - x1))
+
+
+def _log_ndtr_scalar(x):
+    if x > -30.0:
+        if x > 0:
+            return math.log1p(-0.5 * math.erfc(x / math.sqrt(2.0)))
+        return math.log(0.5 * math.erfc(-x / math.sqrt(2.0)))
+    # Far in the tail (erfc underflows from x = -38 in float64): the
+    # asymptotic expansion, 12 terms (its error below 25!!/30**26, 1e-26).
+    series, term = 1.0, 1.0
+    for n in range(1, 13):
+        term *= -(2 * n - 1) / (x * x)
+        series += term
+    return -0.5 * x * x - math.log(-x) - 0.5 * math.log(2.0 * math.pi) + math.log(series)
+
+
+def log_ndtr(x):
+    """`log Phi(x)` in float64: `erfc` down to `x = -30`, the asymptotic
+    expansion of `Phi` below."""
+    x = _f64(x)
+    out = np.vectorize(_log_ndtr_scalar, otypes=["float64"])(np.where(np.isfinite(x), x, 0.0))
+    return np.where(np.isfinite(x), out, np.where(x > 0, 0.0, np.where(x < 0, NEG_INF, x)))
+
+
+def log_ndtr_grad(x):
+    """`pdf(x) / Phi(x)` as `exp(log_pdf - log_ndtr)`."""
+    x = _f64(x)
+    return np.exp(-0.5 * x * x - 0.5 * math.log(2.0 * math.pi) - log_ndtr(x))
+
+
+def softplus_inverse(x):
+    """`log(exp(x) - 1)` as `log(expm1(x))`, and `x + log(-expm1(-x))`
+    where `expm1(x)` overflows float64 (x > 700)."""
+    x = _f64(x)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.where(x > 700.0, x + np.log(-np.expm1(-x)), np.log(np.expm1(x)))
+
+
+def softplus_inverse_grad(x):
+    x = _f64(x)
+    with np.errstate(divide="ignore", over="ignore"):
+        return -1.0 / np.expm1(-x)

@@ -20,7 +20,7 @@ already explains.
 
 The row checks live in the package `tests/migration/`: `losses.py` (the
 table "Losses"), `metrics_layers.py` ("Metrics" and "Layers") and
-`functions.py` ("Functions"); `page.py` parses the page and holds the
+`functions.py` ("Functions"; its log-space rows in `log_space.py`); `page.py` parses the page and holds the
 shared comparisons and inputs, `transcriptions.py` the TF Addons and
 framework formulas in float64 NumPy. This module keeps `CHECKS` and the
 tests.
@@ -53,6 +53,10 @@ from tests.migration.functions import function_softmax_focal
 from tests.migration.functions import function_sparse_softmax_cross_entropy
 from tests.migration.functions import function_sqrt
 from tests.migration.functions import function_std
+from tests.migration.log_space import function_log1mexp
+from tests.migration.log_space import function_log_ndtr
+from tests.migration.log_space import function_logaddexp
+from tests.migration.log_space import function_softplus_inverse
 from tests.migration.losses import loss_attention_layers
 from tests.migration.losses import loss_binary
 from tests.migration.losses import loss_binary_focal_balanced_probabilities
@@ -230,6 +234,14 @@ CHECKS = {
         function_metric_learning
     ],
     "a hand-written NT-Xent": [function_info_nce],
+    "`keras.ops.logaddexp(x1, x2)`, `np.logaddexp`": [function_logaddexp],
+    "`tfp.math.log1mexp(x)` (which reads `x` as `-abs(x)`), `log(1 - exp(x))`": [function_log1mexp],
+    "`tfp.math.log_ndtr(x)`, `tfp.distributions.Normal(0., 1.).log_cdf(x)`, `log(ndtr(x))`": [
+        function_log_ndtr
+    ],
+    "`tfp.math.softplus_inverse(x)`, `log(exp(x) - 1)`, `log(expm1(x))`": [
+        function_softplus_inverse
+    ],
 }
 
 

@@ -32,6 +32,12 @@ from keras_stable.ops.focal import softmax_focal_cross_entropy
 from keras_stable.ops.geometry import pairwise_distance
 from keras_stable.ops.geometry import safe_std
 from keras_stable.ops.linear_cross_entropy import linear_softmax_cross_entropy
+from keras_stable.ops.log_space import log1mexp
+from keras_stable.ops.log_space import log_ndtr
+from keras_stable.ops.log_space import logaddexp
+from keras_stable.ops.log_space import logsubexp
+from keras_stable.ops.log_space import softplus_inverse
+from keras_stable.ops.log_space import xlogy
 from keras_stable.ops.norms import cosine_similarity
 from keras_stable.ops.norms import l2_normalize
 from keras_stable.ops.norms import safe_norm
@@ -60,7 +66,11 @@ __all__ = [
     "kl_divergence",
     "l2_normalize",
     "linear_softmax_cross_entropy",
+    "log1mexp",
+    "log_ndtr",
     "log_softmax",
+    "logaddexp",
+    "logsubexp",
     "logsumexp",
     "masked_absolute_error",
     "masked_huber",
@@ -77,8 +87,10 @@ __all__ = [
     "softmax",
     "softmax_cross_entropy",
     "softmax_focal_cross_entropy",
+    "softplus_inverse",
     "sparse_softmax_cross_entropy",
     "triplet_hard_loss",
     "triplet_semihard_loss",
     "tversky_loss",
+    "xlogy",
 ]

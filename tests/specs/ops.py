@@ -45,6 +45,15 @@ def _int(high, *shape):
     return RNG.integers(0, high, shape).astype("int32")
 
 
+# The log-space ops' inputs draw from their own generator, so that adding
+# them left the other specs' data unchanged.
+_LOG_RNG = np.random.default_rng(1)
+
+
+def _g(*shape):
+    return _LOG_RNG.normal(size=shape).astype("float32")
+
+
 MASK = RNG.random((N, C)) > 0.3
 # Every row keeps an entry (and a causal query row its first key): valid
 # inputs with finite results.
@@ -246,6 +255,20 @@ OPS = {
         (0, 1, 2),
         float64="float32 by contract (tests/ops/test_float64.py, the large-vocabulary head)",
     ),
+    "log1mexp": OpSpec(
+        lambda x: ops.log1mexp(x),
+        [-np.abs(_g(N)) - 0.01],
+        (0,),
+        float64={"log1mexp": (ops.log1mexp, ref.log1mexp, (-np.abs(X) - 1e-3,))},
+    ),
+    "log_ndtr": OpSpec(
+        lambda x: ops.log_ndtr(x),
+        [_g(N) * 10.0],
+        (0,),
+        float64={
+            "log_ndtr": (ops.log_ndtr, ref.log_ndtr, (np.append(8.0 * X.ravel(), [-25.0, -1e3]),))
+        },
+    ),
     "log_softmax": OpSpec(
         lambda x: ops.log_softmax(x, mask=MASK),
         [_f(N, C)],
@@ -253,6 +276,18 @@ OPS = {
         float64=CoreGrid(),
         axes=Axes(ops.log_softmax, lambda x, a: ref.log_softmax(x, axis=a), _log_softmax_grad),
         inf_by_contract=True,
+    ),
+    "logaddexp": OpSpec(
+        lambda a, b: ops.logaddexp(a, b),
+        [_g(N, D), _g(D)],
+        (0, 1),
+        float64={"logaddexp": (ops.logaddexp, ref.logaddexp, (30.0 * X, 30.0 * Y))},
+    ),
+    "logsubexp": OpSpec(
+        lambda a, b: ops.logsubexp(a, b),
+        [np.abs(_g(N, D)) + 0.01, -np.abs(_g(D))],
+        (0, 1),
+        float64={"logsubexp": (ops.logsubexp, ref.logsubexp, (np.abs(X) + 1e-3, -np.abs(Y)))},
     ),
     "logsumexp": OpSpec(
         lambda x: ops.logsumexp(x, axis=-1, mask=MASK),
@@ -381,6 +416,18 @@ OPS = {
             )
         },
     ),
+    "softplus_inverse": OpSpec(
+        lambda x: ops.softplus_inverse(x),
+        [np.abs(_g(N)) * 30.0 + 1e-3],
+        (0,),
+        float64={
+            "softplus_inverse": (
+                ops.softplus_inverse,
+                ref.softplus_inverse,
+                (np.abs(X) * 30.0 + 1e-6,),
+            )
+        },
+    ),
     "sparse_softmax_cross_entropy": OpSpec(
         lambda y, x: ops.sparse_softmax_cross_entropy(y, x),
         [_int(C, N), _f(N, C)],
@@ -416,6 +463,12 @@ OPS = {
                 (BINARY, POSITIVE),
             )
         },
+    ),
+    "xlogy": OpSpec(
+        lambda x, y: ops.xlogy(x, y),
+        [_g(N, D), np.abs(_g(D)) + 0.01],
+        (0, 1),
+        float64={"xlogy": (ops.xlogy, ref.xlogy, (X * BINARY, POSITIVE))},
     ),
 }
 
