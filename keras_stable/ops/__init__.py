@@ -27,6 +27,7 @@ from keras_stable.ops.ctc import ctc_loss
 from keras_stable.ops.distance import masked_task_distance
 from keras_stable.ops.divergence import kl_divergence
 from keras_stable.ops.division import safe_divide
+from keras_stable.ops.entropy import entropy
 from keras_stable.ops.focal import sigmoid_focal_cross_entropy
 from keras_stable.ops.focal import softmax_focal_cross_entropy
 from keras_stable.ops.geometry import pairwise_distance
@@ -46,6 +47,7 @@ from keras_stable.ops.regression import poisson_nll
 from keras_stable.ops.softmax import log_softmax
 from keras_stable.ops.softmax import logsumexp
 from keras_stable.ops.softmax import softmax
+from keras_stable.ops.sparsemax import sparsemax
 from keras_stable.ops.triplet import triplet_hard_loss
 from keras_stable.ops.triplet import triplet_semihard_loss
 
@@ -55,6 +57,7 @@ __all__ = [
     "ctc_loss",
     "dice_loss",
     "dot_product_attention",
+    "entropy",
     "gaussian_nll",
     "info_nce_loss",
     "kl_divergence",
@@ -78,6 +81,7 @@ __all__ = [
     "softmax_cross_entropy",
     "softmax_focal_cross_entropy",
     "sparse_softmax_cross_entropy",
+    "sparsemax",
     "triplet_hard_loss",
     "triplet_semihard_loss",
     "tversky_loss",
