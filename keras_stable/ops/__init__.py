@@ -33,6 +33,7 @@ from keras_stable.ops.focal import softmax_focal_cross_entropy
 from keras_stable.ops.geometry import pairwise_distance
 from keras_stable.ops.geometry import safe_std
 from keras_stable.ops.linear_cross_entropy import linear_softmax_cross_entropy
+from keras_stable.ops.linear_entropy import linear_softmax_entropy
 from keras_stable.ops.norms import cosine_similarity
 from keras_stable.ops.norms import l2_normalize
 from keras_stable.ops.norms import safe_norm
@@ -63,6 +64,7 @@ __all__ = [
     "kl_divergence",
     "l2_normalize",
     "linear_softmax_cross_entropy",
+    "linear_softmax_entropy",
     "log_softmax",
     "logsumexp",
     "masked_absolute_error",

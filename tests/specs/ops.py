@@ -258,6 +258,12 @@ OPS = {
         (0, 1, 2),
         float64="float32 by contract (tests/ops/test_float64.py, the large-vocabulary head)",
     ),
+    "linear_softmax_entropy": OpSpec(
+        lambda h, w, b: ops.linear_softmax_entropy(h, w, b, chunk_size=2),
+        [_f(N, D), _f(D, C), _f(C)],
+        (0, 1, 2),
+        float64="float32 by contract (tests/ops/test_linear_entropy.py: float64 references)",
+    ),
     "log_softmax": OpSpec(
         lambda x: ops.log_softmax(x, mask=MASK),
         [_f(N, C)],
