@@ -4,7 +4,8 @@ The rows themselves are in `cases_core.py` (norms, softmax family,
 cross-entropies, element-wise ops, task distance; their layers and losses)
 `cases_catalogue.py` (the catalogue, geometry and metric learning),
 `cases_attention.py` (attention), `cases_sequences.py` (CTC, Dice,
-Tversky) and `cases_log_space.py` (the log-space ops), none of them in the
+Tversky), `cases_log_space.py` (the log-space ops) and
+`cases_entropy_sparsemax.py` (entropy, sparsemax), none of them in the
 quick set.
 """
 
@@ -18,6 +19,7 @@ from cases_core import layer_cases
 from cases_core import loss_cases
 from cases_core import norm_ops
 from cases_core import softmax_ops
+from cases_entropy_sparsemax import entropy_sparsemax_cases
 from cases_log_space import log_space_cases
 from cases_sequences import sequence_cases
 
@@ -50,6 +52,7 @@ def cases(quick=False):
         + attention_cases()
         + sequence_cases()
         + log_space_cases()
+        + entropy_sparsemax_cases()
     )
     if not quick:
         return rows

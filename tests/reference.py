@@ -606,3 +606,55 @@ def softplus_inverse_grad(x):
     x = _f64(x)
     with np.errstate(divide="ignore", over="ignore"):
         return -1.0 / np.expm1(-x)
+
+
+# --- entropy and sparsemax ---------------------------------------------------------
+
+
+def entropy(x, axis=-1, mask=None):
+    """`-sum(p log p)` of `p = softmax(x)` (0 log 0 = 0; an empty row: 0)."""
+    p = softmax(x, axis=axis, mask=mask)
+    logp = log_softmax(x, axis=axis, mask=mask)
+    return -np.sum(np.where(p > 0, p * np.where(p > 0, logp, 0.0), 0.0), axis=axis)
+
+
+def entropy_grad(x, g, axis=-1, mask=None):
+    """`-p (log p + H) g` (0 where p = 0)."""
+    p = softmax(x, axis=axis, mask=mask)
+    logp = np.where(p > 0, log_softmax(x, axis=axis, mask=mask), 0.0)
+    h = np.expand_dims(entropy(x, axis=axis, mask=mask), axis)
+    return -p * (logp + h) * np.expand_dims(_f64(g), axis)
+
+
+def sparsemax(x, axis=-1, mask=None):
+    """The Euclidean projection onto the simplex of the valid entries of
+    each slice along `axis` (an int or a tuple: projected together;
+    Martins and Astudillo, 2016); an empty slice: 0."""
+    x = _f64(x)
+    axes = tuple(a % x.ndim for a in np.atleast_1d(axis))
+    ends = tuple(range(x.ndim - len(axes), x.ndim))
+    valid = np.moveaxis(_valid(x, mask), axes, ends)
+    x = np.moveaxis(x, axes, ends)
+    moved = x.shape
+    flat = x.reshape(moved[: x.ndim - len(axes)] + (-1,))
+    valid = valid.reshape(flat.shape)
+    out = np.zeros_like(flat)
+    for idx in np.ndindex(flat.shape[:-1]):
+        row = flat[idx][valid[idx]]
+        if row.size == 0:
+            continue
+        z = np.sort(row)[::-1]
+        k = np.arange(1, z.size + 1)
+        kz = k[1 + k * z > np.cumsum(z)][-1]
+        tau = (np.cumsum(z)[kz - 1] - 1) / kz
+        out[idx] = np.where(valid[idx], np.maximum(flat[idx] - tau, 0.0), 0.0)
+    return np.moveaxis(out.reshape(moved), ends, axes)
+
+
+def sparsemax_grad(x, g, axis=-1, mask=None):
+    """The Jacobian product: `g_i - mean_S(g)` on the support `S`, else 0."""
+    support = sparsemax(x, axis=axis, mask=mask) > 0
+    g = np.broadcast_to(_f64(g), support.shape)
+    count = np.maximum(np.sum(support, axis=axis, keepdims=True), 1)
+    mean = np.sum(np.where(support, g, 0.0), axis=axis, keepdims=True) / count
+    return np.where(support, g - mean, 0.0)

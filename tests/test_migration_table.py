@@ -31,6 +31,7 @@ import pytest
 from tests.migration.functions import function_cosine
 from tests.migration.functions import function_cosine_loss
 from tests.migration.functions import function_divide
+from tests.migration.functions import function_entropy
 from tests.migration.functions import function_gaussian_nll
 from tests.migration.functions import function_info_nce
 from tests.migration.functions import function_kl_divergence
@@ -51,6 +52,8 @@ from tests.migration.functions import function_softmax
 from tests.migration.functions import function_softmax_cross_entropy
 from tests.migration.functions import function_softmax_focal
 from tests.migration.functions import function_sparse_softmax_cross_entropy
+from tests.migration.functions import function_sparsemax
+from tests.migration.functions import function_sparsemax_keras_bug
 from tests.migration.functions import function_sqrt
 from tests.migration.functions import function_std
 from tests.migration.log_space import function_log1mexp
@@ -203,6 +206,8 @@ CHECKS = {
     "`x / y` where `y` can be 0": [function_divide],
     "`exp(s) / sum(exp(s))`, `keras.ops.softmax`, `tf.nn.softmax`": [function_softmax],
     "`log(softmax(s))`, `tf.nn.log_softmax`": [function_log_softmax],
+    "`-sum(softmax(s) * log_softmax(s))` (the entropy by hand)": [function_entropy],
+    "`keras.ops.sparsemax(x, axis)`": [function_sparsemax, function_sparsemax_keras_bug],
     "`log(sum(exp(x)))`, `tf.reduce_logsumexp`, `keras.ops.logsumexp`": [function_logsumexp],
     "`tf.nn.softmax_cross_entropy_with_logits`": [function_softmax_cross_entropy],
     "`tf.nn.sparse_softmax_cross_entropy_with_logits`": [function_sparse_softmax_cross_entropy],

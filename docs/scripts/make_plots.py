@@ -32,6 +32,9 @@ from keras_stable.demo import report as demo_report  # noqa: E402
 from keras_stable.demo import training as demo_training  # noqa: E402
 
 IMG = Path(__file__).resolve().parents[1] / "img"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import plots_entropy_sparsemax  # noqa: E402
+
 RED, BLUE, GREY = "tab:red", "tab:blue", "tab:grey"
 # The plain formulation is drawn wide and pale, keras_stable thin on top, so
 # both stay visible where they agree.
@@ -650,6 +653,8 @@ def main():
     plot_distances()
     plot_attention()
     plot_sequences()
+    plots_entropy_sparsemax.plot_entropy(IMG / "entropy.png")
+    plots_entropy_sparsemax.plot_sparsemax(IMG / "sparsemax.png")
     plot_demo()
     print(f"figures written to {IMG}")
 

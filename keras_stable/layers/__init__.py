@@ -15,6 +15,7 @@ from keras_stable.layers.safe_norm import SafeNorm
 from keras_stable.layers.stable_grouped_query_attention import StableGroupedQueryAttention
 from keras_stable.layers.stable_multi_head_attention import StableMultiHeadAttention
 from keras_stable.layers.stable_softmax import StableSoftmax
+from keras_stable.layers.stable_sparsemax import StableSparsemax
 
 __all__ = [
     "L2Normalize",
@@ -24,4 +25,5 @@ __all__ = [
     "StableGroupedQueryAttention",
     "StableMultiHeadAttention",
     "StableSoftmax",
+    "StableSparsemax",
 ]

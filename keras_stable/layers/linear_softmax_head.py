@@ -127,6 +127,11 @@ class LinearSoftmaxHead(keras.layers.Layer):
         logit_soft_cap: optional float > 0: logits `c * tanh(logits / c)`,
             in the loss and at inference. None with a tied
             `ReversibleEmbedding` takes that layer's `logit_soft_cap`.
+        return_entropy: bool: a call with labels also returns the entropy
+            of the softmax per token (`(losses, entropies)`), computed in
+            blocks as the loss, without the logits (an entropy bonus or a
+            confidence score); the entropy is not added to the loss. The
+            method `entropy(hidden)` gives it at any time.
         **kwargs: base layer arguments (`name`, `dtype`...).
 
     Call arguments:
@@ -140,7 +145,9 @@ class LinearSoftmaxHead(keras.layers.Layer):
             loss is `sum(w * loss) / counted tokens`.
 
     Returns:
-        With labels: the per-token losses (float32, 0 where not counted).
+        With labels: the per-token losses (float32, 0 where not counted);
+        with `return_entropy=True`, `(losses, entropies)` (float32, the
+        entropy of every token, counted or not).
         Without: logits `[..., vocab_size]` (or the `(values, indices)` of
         the `top_k`), computed and returned in float32 whatever the dtype
         policy: under `mixed_float16` a float16 logit would overflow to inf
@@ -187,6 +194,7 @@ class LinearSoftmaxHead(keras.layers.Layer):
         label_smoothing=0.0,
         z_loss=0.0,
         logit_soft_cap=None,
+        return_entropy=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -201,6 +209,7 @@ class LinearSoftmaxHead(keras.layers.Layer):
         self.label_smoothing = label_smoothing
         self.z_loss = z_loss
         self.logit_soft_cap = logit_soft_cap
+        self.return_entropy = check_bool(return_entropy, "return_entropy")
         self._options = head_options(
             self.tied_embedding is not None and _tied_kernel_is_transposed(self.tied_embedding),
             label_smoothing,
@@ -266,6 +275,21 @@ class LinearSoftmaxHead(keras.layers.Layer):
             logits = logits + ops.reshape(bias, (1,) * (len(logits.shape) - 1) + (-1,))
         return self._options.cap(logits)
 
+    def entropy(self, hidden):
+        """The entropy of the softmax per token, `hidden.shape[:-1]`,
+        float32, without forming the logits
+        (`keras_stable.ops.linear_softmax_entropy`, in blocks of
+        `chunk_size`, with the head's soft cap and tied kernel)."""
+        options = self._options
+        return stable_ops.linear_softmax_entropy(
+            hidden,
+            self.kernel,
+            bias=self.bias,
+            chunk_size=self.chunk_size,
+            transpose_kernel=options.transpose_kernel,
+            logit_soft_cap=options.soft_cap,
+        )
+
     def call(self, hidden, labels=None, mask=None, sample_weight=None):
         if labels is None:
             logits = self.logits(hidden)
@@ -295,6 +319,8 @@ class LinearSoftmaxHead(keras.layers.Layer):
         if self.ignore_class is not None:
             valid = ops.not_equal(labels, self.ignore_class)
         self.add_loss(reduce_losses(losses, sample_weight=sample_weight, mask=mask, valid=valid))
+        if self.return_entropy:
+            return losses, self.entropy(hidden)
         return losses
 
     def compute_mask(self, inputs, mask=None):
@@ -302,7 +328,10 @@ class LinearSoftmaxHead(keras.layers.Layer):
 
     def compute_output_spec(self, hidden, labels=None, mask=None, sample_weight=None):
         if labels is not None:
-            return keras.KerasTensor(tuple(hidden.shape[:-1]), dtype="float32")
+            per_token = keras.KerasTensor(tuple(hidden.shape[:-1]), dtype="float32")
+            if self.return_entropy:
+                return per_token, keras.KerasTensor(tuple(hidden.shape[:-1]), dtype="float32")
+            return per_token
         if self.top_k:
             shape = tuple(hidden.shape[:-1]) + (self.top_k,)
             return (
@@ -330,6 +359,7 @@ class LinearSoftmaxHead(keras.layers.Layer):
                 "label_smoothing": self.label_smoothing,
                 "z_loss": self.z_loss,
                 "logit_soft_cap": self.logit_soft_cap,
+                "return_entropy": self.return_entropy,
             }
         )
         return config

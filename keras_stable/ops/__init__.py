@@ -27,11 +27,13 @@ from keras_stable.ops.ctc import ctc_loss
 from keras_stable.ops.distance import masked_task_distance
 from keras_stable.ops.divergence import kl_divergence
 from keras_stable.ops.division import safe_divide
+from keras_stable.ops.entropy import entropy
 from keras_stable.ops.focal import sigmoid_focal_cross_entropy
 from keras_stable.ops.focal import softmax_focal_cross_entropy
 from keras_stable.ops.geometry import pairwise_distance
 from keras_stable.ops.geometry import safe_std
 from keras_stable.ops.linear_cross_entropy import linear_softmax_cross_entropy
+from keras_stable.ops.linear_entropy import linear_softmax_entropy
 from keras_stable.ops.log_space import log1mexp
 from keras_stable.ops.log_space import log_ndtr
 from keras_stable.ops.log_space import logaddexp
@@ -52,6 +54,7 @@ from keras_stable.ops.regression import poisson_nll
 from keras_stable.ops.softmax import log_softmax
 from keras_stable.ops.softmax import logsumexp
 from keras_stable.ops.softmax import softmax
+from keras_stable.ops.sparsemax import sparsemax
 from keras_stable.ops.triplet import triplet_hard_loss
 from keras_stable.ops.triplet import triplet_semihard_loss
 
@@ -61,6 +64,7 @@ __all__ = [
     "ctc_loss",
     "dice_loss",
     "dot_product_attention",
+    "entropy",
     "gaussian_nll",
     "info_nce_loss",
     "kl_divergence",
@@ -68,6 +72,7 @@ __all__ = [
     "linear_softmax_cross_entropy",
     "log1mexp",
     "log_ndtr",
+    "linear_softmax_entropy",
     "log_softmax",
     "logaddexp",
     "logsubexp",
@@ -89,6 +94,7 @@ __all__ = [
     "softmax_focal_cross_entropy",
     "softplus_inverse",
     "sparse_softmax_cross_entropy",
+    "sparsemax",
     "triplet_hard_loss",
     "triplet_semihard_loss",
     "tversky_loss",

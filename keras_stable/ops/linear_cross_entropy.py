@@ -43,7 +43,9 @@ def default_chunk_size(tokens, vocab, options=None):
 
 
 def _check_inputs(hidden, kernel, labels, bias, chunk_size, transpose_kernel):
-    h_shape, k_shape, l_shape = static_shape(hidden), static_shape(kernel), static_shape(labels)
+    """`(dim, vocab)` once the arguments are checked (`labels` may be None:
+    the entropy of the head takes none)."""
+    h_shape, k_shape = static_shape(hidden), static_shape(kernel)
     layout = "[vocab, dim]" if transpose_kernel else "[dim, vocab]"
     if len(h_shape) < 1 or len(k_shape) != 2:
         raise ValueError(
@@ -61,18 +63,8 @@ def _check_inputs(hidden, kernel, labels, bias, chunk_size, transpose_kernel):
         )
     if vocab is None:
         raise ValueError(f"`kernel` needs a static vocabulary size, got shape {k_shape}.")
-    if len(l_shape) != len(h_shape) - 1 or any(
-        a is not None and b is not None and a != b for a, b in zip(l_shape, h_shape[:-1])
-    ):
-        raise ValueError(
-            f"`labels` of shape {l_shape} do not match `hidden` of shape "
-            f"{h_shape}: expected labels of shape {h_shape[:-1]} (one class "
-            "index per token)."
-        )
-    if not dtype_of(labels).startswith(("int", "uint")):
-        raise ValueError(
-            f"`labels` must be integer class indices, got dtype {dtype_of(labels)} with shape {l_shape}."
-        )
+    if labels is not None:
+        _check_labels(labels, h_shape)
     if bias is not None and (
         len(static_shape(bias)) != 1 or static_shape(bias)[0] not in (None, vocab)
     ):
@@ -85,6 +77,22 @@ def _check_inputs(hidden, kernel, labels, bias, chunk_size, transpose_kernel):
     ):
         raise ValueError(f"`chunk_size` must be a positive int or None, got {chunk_size!r}.")
     return dim, vocab
+
+
+def _check_labels(labels, h_shape):
+    l_shape = static_shape(labels)
+    if len(l_shape) != len(h_shape) - 1 or any(
+        a is not None and b is not None and a != b for a, b in zip(l_shape, h_shape[:-1])
+    ):
+        raise ValueError(
+            f"`labels` of shape {l_shape} do not match `hidden` of shape "
+            f"{h_shape}: expected labels of shape {h_shape[:-1]} (one class "
+            "index per token)."
+        )
+    if not dtype_of(labels).startswith(("int", "uint")):
+        raise ValueError(
+            f"`labels` must be integer class indices, got dtype {dtype_of(labels)} with shape {l_shape}."
+        )
 
 
 def head_options(transpose_kernel=False, label_smoothing=0.0, z_loss=0.0, logit_soft_cap=None):

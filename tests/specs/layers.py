@@ -11,6 +11,7 @@ from keras_stable.layers import L2Normalize
 from keras_stable.layers import LogSoftmax
 from keras_stable.layers import SafeNorm
 from keras_stable.layers import StableSoftmax
+from keras_stable.layers import StableSparsemax
 from tests import reference
 from tests.harness.layers import LayerSpec
 from tests.harness.layers import PrecisionCase
@@ -32,6 +33,10 @@ def softmax_reference(x, mask=None, axis=-1):
 
 def log_softmax_reference(x, mask=None, axis=-1):
     return reference.log_softmax(x, axis=axis, mask=mask)
+
+
+def sparsemax_reference(x, mask=None, axis=-1):
+    return reference.sparsemax(x, axis=axis, mask=mask)
 
 
 def l2_normalize_reference(x, mask=None, axis=-1):
@@ -57,6 +62,23 @@ LAYER_SPECS = [
             # Autocast would turn these into inf (and NaN) under float16.
             PrecisionCase(
                 [[1e5, 99990.0]], softmax_reference(np.array([[1e5, 99990.0]])), feeds=("float32",)
+            ),
+        ],
+    ),
+    LayerSpec(
+        id="stable_sparsemax",
+        cls=StableSparsemax,
+        kwargs={"axis": -1},
+        reference=sparsemax_reference,
+        precision_cases=[
+            PrecisionCase([[0.0, 0.5, 1.0]], [[0.0, 0.25, 0.75]]),
+            # Exact in bfloat16 too (299.5 would round to 300 there).
+            PrecisionCase([[12.0, 11.5, 0.0]], [[0.75, 0.25, 0.0]]),
+            # Autocast would turn these into inf (and NaN) under float16.
+            PrecisionCase(
+                [[1e5, 99999.5]],
+                sparsemax_reference(np.array([[1e5, 99999.5]])),
+                feeds=("float32",),
             ),
         ],
     ),

@@ -223,6 +223,18 @@ OPS = {
             ),
         },
     ),
+    "entropy": OpSpec(
+        lambda x: ops.entropy(x, mask=MASK),
+        [_f(N, C)],
+        (0,),
+        float64={"entropy": (ops.entropy, ref.entropy, (X,))},
+        axes=Axes(
+            ops.entropy,
+            lambda x, a: ref.entropy(x, axis=a),
+            lambda x, a, cot: ref.entropy_grad(x, cot, axis=a),
+            reduces=True,
+        ),
+    ),
     "gaussian_nll": OpSpec(
         lambda y, m, v: ops.gaussian_nll(y, m, v),
         [_f(N), _f(N), _f(N)],
@@ -254,6 +266,12 @@ OPS = {
         [_f(N, D), _f(D, C), _f(C)],
         (0, 1, 2),
         float64="float32 by contract (tests/ops/test_float64.py, the large-vocabulary head)",
+    ),
+    "linear_softmax_entropy": OpSpec(
+        lambda h, w, b: ops.linear_softmax_entropy(h, w, b, chunk_size=2),
+        [_f(N, D), _f(D, C), _f(C)],
+        (0, 1, 2),
+        float64="float32 by contract (tests/ops/test_linear_entropy.py: float64 references)",
     ),
     "log1mexp": OpSpec(
         lambda x: ops.log1mexp(x),
@@ -433,6 +451,24 @@ OPS = {
         [_int(C, N), _f(N, C)],
         (1,),
         float64=CoreGrid("sparse_ce"),
+    ),
+    "sparsemax": OpSpec(
+        lambda x: ops.sparsemax(x, mask=MASK),
+        [_f(N, C)],
+        (0,),
+        float64={
+            "sparsemax": (ops.sparsemax, ref.sparsemax, (X,)),
+            "sparsemax_axis_0": (
+                lambda x: ops.sparsemax(x, axis=0),
+                lambda x: ref.sparsemax(x, axis=0),
+                (X,),
+            ),
+        },
+        axes=Axes(
+            ops.sparsemax,
+            lambda x, a: ref.sparsemax(x, axis=a),
+            lambda x, a, cot: ref.sparsemax_grad(x, cot, axis=a),
+        ),
     ),
     "triplet_hard_loss": OpSpec(
         lambda y, e: ops.triplet_hard_loss(y, e),

@@ -16,6 +16,8 @@ formulation (values and gradients), which stays the reference:
 - `cross_entropy.py`: the dense `softmax_cross_entropy`;
 - `linear_cross_entropy.py`: the fused linear cross-entropy (a large
   vocabulary one block at a time), whose block loops are in `head.py`;
+- `linear_entropy.py`: the entropy of the same head's softmax, per token,
+  over the same blocks;
 - `pairwise.py`: `pairwise_distance` (explicit differences, a per-pair
   rescue, the closed-form gradient);
 - `sharded.py`: the fused linear cross-entropy with its vocabulary
@@ -46,6 +48,7 @@ from keras_stable.ops._kernels.dispatch import sharded_linear_cross_entropy
 from keras_stable.ops._kernels.dispatch import vocabulary_sharding
 from keras_stable.ops._kernels.head import HeadOptions
 from keras_stable.ops._kernels.linear_cross_entropy import linear_cross_entropy_kernel
+from keras_stable.ops._kernels.linear_entropy import linear_entropy_kernel
 from keras_stable.ops._kernels.norms import cosine_kernel
 from keras_stable.ops._kernels.norms import l2_normalize_kernel
 from keras_stable.ops._kernels.norms import norm_kernel
@@ -67,6 +70,7 @@ __all__ = [
     "l2_normalize_kernel",
     "HeadOptions",
     "linear_cross_entropy_kernel",
+    "linear_entropy_kernel",
     "log_softmax_kernel",
     "logsumexp_kernel",
     "native_op",

@@ -177,7 +177,6 @@ def backward_blocks(hidden, kernel, bias, labels, take_part, lse, g, chunk_size,
     g_probs = g * (1.0 + 2.0 * options.z_loss * lse) if options.z_loss else g
 
     def body(start, size, state):
-        d_hidden, d_kernel, d_bias = state
         raw = _block_logits(hidden, kernel, bias, start, size, options)
         # Shifted by the row's own log-sum-exp on every row (an ignored
         # token's included), so the exp stays <= 1; the where keeps the
@@ -194,15 +193,28 @@ def backward_blocks(hidden, kernel, bias, labels, take_part, lse, g, chunk_size,
             d_logits = d_logits - (on_label * g)[:, None] * onehot
         if smoothing > 0:
             d_logits = d_logits - ((smoothing / vocab) * g)[:, None]
-        if options.soft_cap is not None:
-            d_logits = d_logits * options.cap_derivative(raw)
-        block = options.kernel_block(kernel, start, size)
-        d_hidden = d_hidden + options.hidden_gradient(d_logits, block)
-        at = (start, 0) if options.transpose_kernel else (0, start)
-        d_kernel = ops.slice_update(d_kernel, at, options.block_gradient(hidden, d_logits))
-        d_bias = ops.slice_update(d_bias, (start,), ops.sum(d_logits, axis=0))
-        return d_hidden, d_kernel, d_bias
+        return accumulate_block(hidden, kernel, start, size, raw, d_logits, state, options)
 
     init = (ops.zeros_like(hidden), ops.zeros_like(kernel), ops.zeros_like(bias))
     chunk_size = min(chunk_size, options.vocab(kernel))
     return for_each_block(options.vocab(kernel), chunk_size, body, init)
+
+
+def block_logits(hidden, kernel, bias, start, size, options):
+    """One `[tokens, size]` block of raw (uncapped) float32 logits."""
+    return _block_logits(hidden, kernel, bias, start, size, options)
+
+
+def accumulate_block(hidden, kernel, start, size, raw, d_logits, state, options):
+    """Adds one block's share to `(d_hidden, d_kernel, d_bias)`: `d_logits`
+    is the gradient for the block's capped logits (`raw` uncapped), taken
+    through the cap and the block's product."""
+    d_hidden, d_kernel, d_bias = state
+    if options.soft_cap is not None:
+        d_logits = d_logits * options.cap_derivative(raw)
+    block = options.kernel_block(kernel, start, size)
+    d_hidden = d_hidden + options.hidden_gradient(d_logits, block)
+    at = (start, 0) if options.transpose_kernel else (0, start)
+    d_kernel = ops.slice_update(d_kernel, at, options.block_gradient(hidden, d_logits))
+    d_bias = ops.slice_update(d_bias, (start,), ops.sum(d_logits, axis=0))
+    return d_hidden, d_kernel, d_bias
