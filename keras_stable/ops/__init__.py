@@ -24,6 +24,8 @@ from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
 from keras_stable.ops.ctc import ctc_loss
+from keras_stable.ops.densities import gaussian_kl
+from keras_stable.ops.densities import mixture_nll
 from keras_stable.ops.distance import masked_task_distance
 from keras_stable.ops.divergence import kl_divergence
 from keras_stable.ops.division import safe_divide
@@ -55,6 +57,7 @@ __all__ = [
     "ctc_loss",
     "dice_loss",
     "dot_product_attention",
+    "gaussian_kl",
     "gaussian_nll",
     "info_nce_loss",
     "kl_divergence",
@@ -66,6 +69,7 @@ __all__ = [
     "masked_huber",
     "masked_squared_error",
     "masked_task_distance",
+    "mixture_nll",
     "pairwise_distance",
     "poisson_nll",
     "safe_divide",
