@@ -37,9 +37,11 @@ def _expm1_minus_x_half(lv, compute):
 
     - `|lv| < 0.5`: the Taylor series of `expm1(lv) - lv` (no cancellation);
     - up to `log(max) - 8`: `expm1(lv) - lv`;
-    - above: `exp(lv / 2) * exp(lv / 2 - log 2)`: `0.5 * exp(lv)` is
-      finite up to `log(max) + log 2` (89.41 in float32), past `exp(lv)`
-      itself (88.72), and so is its gradient, formed from the two factors.
+    - above: `exp(lv - log 2)`: `0.5 * exp(lv)` is finite up to
+      `log(max) + log 2` (89.41 in float32), past `exp(lv)` itself
+      (88.72), and so is its gradient, the same `exp`. Rounding `lv - log 2`
+      costs at most half an ulp of `lv` (4e-6 relative at 89 in float32),
+      what rounding `lv` itself costs `exp`.
     """
     big_from = math.log(float(np.finfo(compute).max)) - 8.0
     small = ops.less(ops.abs(lv), _SERIES_BELOW)
@@ -53,8 +55,7 @@ def _expm1_minus_x_half(lv, compute):
     mid = ops.where(ops.logical_or(small, big), zeros, lv)
     middle = ops.expm1(mid) - mid
     high = ops.where(big, lv, ops.full_like(lv, big_from))
-    half = 0.5 * high
-    large = ops.exp(half) * ops.exp(half - _LOG_2) - 0.5 * (1.0 + high)
+    large = ops.exp(high - _LOG_2) - 0.5 * (1.0 + high)
     return ops.where(small, 0.5 * series, ops.where(big, large, 0.5 * middle))
 
 
@@ -83,7 +84,7 @@ def gaussian_kl(mean, log_variance, axis=-1):
         naive `exp(lv)` in float16 is `inf` past 11.09. `expm1(lv) - lv`
         is its Taylor series for `|lv| < 0.5` (no cancellation near the
         prior), `0.5 * mean**2` is `(0.5 * mean) * mean` and
-        `0.5 * exp(lv)` is `exp(lv / 2) * exp(lv / 2 - log 2)` above
+        `0.5 * exp(lv)` is `exp(lv - log 2)` above
         `log(max) - 8`, so the value is finite exactly where the true KL is
         representable: up to `lv` = 89.41 in float32 (`lv = 89` gives
         2.245e38, where `exp(89)` alone is `inf`) and for `|mean|` up to
@@ -98,8 +99,8 @@ def gaussian_kl(mean, log_variance, axis=-1):
         >>> from keras_stable import ops
         >>> mean = np.array([[0.0, 1.0], [0.0, 0.0]], "float16")
         >>> log_variance = np.array([[0.0, 0.0], [11.5, 0.0]], "float16")
-        >>> np.asarray(ops.gaussian_kl(mean, log_variance))
-        array([5.000000e-01, 4.935161e+04], dtype=float32)
+        >>> [round(float(v), 1) for v in ops.gaussian_kl(mean, log_variance)]
+        [0.5, 49351.6]
     """
     mean = ops.convert_to_tensor(mean)
     log_variance = ops.convert_to_tensor(log_variance)
