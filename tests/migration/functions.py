@@ -26,6 +26,7 @@ from tests.migration.page import tensors
 from tests.migration.transcriptions import _metric_learning_batch
 from tests.migration.transcriptions import _nt_xent
 from tests.migration.transcriptions import _stirling
+from tests.migration.transcriptions import keras_io_kl
 from tests.migration.transcriptions import tf_l2_normalize
 from tests.migration.transcriptions import tfa_pairwise_distance
 from tests.migration.transcriptions import tfa_sigmoid_focal_crossentropy
@@ -401,3 +402,8 @@ def function_info_nce():
         compiled(lambda v: ks.ops.info_nce_loss(v, t))(views),
         compiled(lambda v: _nt_xent(v, t))(views),
     )
+
+
+def function_gaussian_kl():
+    mean, log_var = _normal(107, (6, 4)), _normal(108, (6, 4))
+    agree(ks.ops.gaussian_kl(mean, log_var), keras_io_kl(*tensors(mean, log_var)))
