@@ -3,8 +3,9 @@
 The rows themselves are in `cases_core.py` (norms, softmax family,
 cross-entropies, element-wise ops, task distance; their layers and losses)
 `cases_catalogue.py` (the catalogue, geometry and metric learning) and
-`cases_attention.py` (attention) and `cases_sequences.py` (CTC, Dice,
-Tversky), neither in the quick set.
+`cases_attention.py` (attention), `cases_sequences.py` (CTC, Dice,
+Tversky) and `cases_densities.py` (the VAE KL, the mixture NLL), none of
+them in the quick set.
 """
 
 from cases_attention import attention_cases
@@ -17,6 +18,7 @@ from cases_core import layer_cases
 from cases_core import loss_cases
 from cases_core import norm_ops
 from cases_core import softmax_ops
+from cases_densities import density_cases
 from cases_sequences import sequence_cases
 
 # `--quick`, the smoke test of CI: one row per family (the `group` of the
@@ -47,6 +49,7 @@ def cases(quick=False):
         + geometry_cases()
         + attention_cases()
         + sequence_cases()
+        + density_cases()
     )
     if not quick:
         return rows

@@ -23,9 +23,9 @@ _LOG_2 = math.log(2.0)
 # `expm1(x) - x` by its Taylor series below this |x|: the subtraction
 # cancels there (x = 1e-4: 5e-9 left of 1e-4).
 _SERIES_BELOW = 0.5
-# Terms x**k / k! for k = 2..17: the first one left out is below 1e-20 of
-# the sum at |x| = 0.5 (float64 precision).
-_SERIES_TERMS = 16
+# The terms x**k / k! from k = 2 up to: the first one left out is below
+# 2e-9 (float32) and 1e-20 (float64) of the sum at |x| = 0.5.
+_SERIES_LAST = {"float32": 11, "float64": 17}
 
 
 def _expm1_minus_x_half(lv, compute):
@@ -48,10 +48,12 @@ def _expm1_minus_x_half(lv, compute):
     big = ops.greater(lv, big_from)
     zeros = ops.zeros_like(lv)
     x = ops.where(small, lv, zeros)
-    term, series = ops.ones_like(lv), ops.zeros_like(lv)
-    for k in range(2, 2 + _SERIES_TERMS):
-        term = term * x if k > 2 else x * x
-        series = series + term / float(math.factorial(k))
+    # Horner: x**2 * (1/2! + x * (1/3! + x * (...))).
+    last = _SERIES_LAST.get(compute, _SERIES_LAST["float64"])
+    series = ops.full_like(lv, 1.0 / math.factorial(last))
+    for k in range(last - 1, 1, -1):
+        series = series * x + 1.0 / math.factorial(k)
+    series = series * (x * x)
     mid = ops.where(ops.logical_or(small, big), zeros, lv)
     middle = ops.expm1(mid) - mid
     high = ops.where(big, lv, ops.full_like(lv, big_from))
