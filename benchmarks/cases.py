@@ -4,9 +4,9 @@ The rows themselves are in `cases_core.py` (norms, softmax family,
 cross-entropies, element-wise ops, task distance; their layers and losses)
 `cases_catalogue.py` (the catalogue, geometry and metric learning),
 `cases_attention.py` (attention), `cases_sequences.py` (CTC, Dice,
-Tversky), `cases_log_space.py` (the log-space ops) and
-`cases_entropy_sparsemax.py` (entropy, sparsemax), none of them in the
-quick set.
+Tversky), `cases_log_space.py` (the log-space ops),
+`cases_entropy_sparsemax.py` (entropy, sparsemax) and `cases_densities.py`
+(the VAE KL, the mixture NLL), none of them in the quick set.
 """
 
 from cases_attention import attention_cases
@@ -19,6 +19,7 @@ from cases_core import layer_cases
 from cases_core import loss_cases
 from cases_core import norm_ops
 from cases_core import softmax_ops
+from cases_densities import density_cases
 from cases_entropy_sparsemax import entropy_sparsemax_cases
 from cases_log_space import log_space_cases
 from cases_sequences import sequence_cases
@@ -53,6 +54,7 @@ def cases(quick=False):
         + sequence_cases()
         + log_space_cases()
         + entropy_sparsemax_cases()
+        + density_cases()
     )
     if not quick:
         return rows

@@ -658,3 +658,35 @@ def sparsemax_grad(x, g, axis=-1, mask=None):
     count = np.maximum(np.sum(support, axis=axis, keepdims=True), 1)
     mean = np.sum(np.where(support, g, 0.0), axis=axis, keepdims=True) / count
     return np.where(support, g - mean, 0.0)
+
+
+# --- densities: the Gaussian KL of a VAE, mixture likelihoods -----------------
+
+
+def gaussian_kl(mean, log_variance, axis=-1):
+    """`0.5 * sum(mean**2 + exp(lv) - 1 - lv)` from the definition (float64
+    `expm1` keeps the small-`lv` terms exact enough)."""
+    mean, lv = _f64(mean), _f64(log_variance)
+    with np.errstate(over="ignore"):
+        return 0.5 * np.sum(mean**2 + np.expm1(lv) - lv, axis=axis)
+
+
+def gaussian_kl_grad(mean, log_variance, g):
+    """The gradients of `gaussian_kl` (axis -1) for the cotangent `g`."""
+    g = _f64(g)[..., None]
+    with np.errstate(over="ignore"):
+        return g * _f64(mean), g * 0.5 * np.expm1(_f64(log_variance))
+
+
+def mixture_nll(y, logits, mean, log_scale, axis=-1):
+    """`-log(sum_m pi_m prod_d N(y_d; mean_md, exp(log_scale_md)))` with the
+    mixture weights `pi = softmax(logits, axis)`; `mean` and `log_scale` are
+    `logits.shape + (D,)`, `y` is `logits.shape` without `axis`, plus D."""
+    logits = _f64(logits)
+    axis = axis % logits.ndim
+    y = np.expand_dims(_f64(y), axis)
+    mean, log_scale = _f64(mean), _f64(log_scale)
+    z = (y - mean) / np.exp(log_scale)
+    log_density = np.sum(-0.5 * z**2 - log_scale - 0.5 * np.log(2 * np.pi), axis=-1)
+    log_weights = log_softmax(logits, axis=axis)
+    return -logsumexp(log_weights + log_density, axis=axis)

@@ -45,6 +45,8 @@ def test_there_are_examples():
         "mixed_precision.py",
         "save_load_export.py",
         "masked_classes.py",
+        "vae_mixed_precision.py",
+        "mixture_density_network.py",
     } <= names
 
 

@@ -32,6 +32,7 @@ from tests.migration.functions import function_cosine
 from tests.migration.functions import function_cosine_loss
 from tests.migration.functions import function_divide
 from tests.migration.functions import function_entropy
+from tests.migration.functions import function_gaussian_kl
 from tests.migration.functions import function_gaussian_nll
 from tests.migration.functions import function_info_nce
 from tests.migration.functions import function_kl_divergence
@@ -80,6 +81,7 @@ from tests.migration.losses import loss_info_nce
 from tests.migration.losses import loss_kl_divergence
 from tests.migration.losses import loss_linear_softmax_head
 from tests.migration.losses import loss_mae
+from tests.migration.losses import loss_mixture_density
 from tests.migration.losses import loss_mse
 from tests.migration.losses import loss_poisson_log_link
 from tests.migration.losses import loss_poisson_rates
@@ -94,6 +96,7 @@ from tests.migration.losses import loss_triplet_hard
 from tests.migration.losses import loss_triplet_hard_anchor_without_positive
 from tests.migration.losses import loss_triplet_semihard
 from tests.migration.losses import loss_tversky
+from tests.migration.metrics_layers import layer_gaussian_sampling
 from tests.migration.metrics_layers import layer_lambda_l2_normalize
 from tests.migration.metrics_layers import layer_log_softmax
 from tests.migration.metrics_layers import layer_safe_norm
@@ -136,6 +139,7 @@ CHECKS = {
     "`exp` output + `keras.losses.Poisson()` (a log link)": [loss_poisson_log_link],
     "rate output (`softplus`, `relu`) + `keras.losses.Poisson()`": [loss_poisson_rates],
     "hand-written `0.5 * (log_var + (y - mean)**2 * exp(-log_var))`": [loss_gaussian_nll],
+    "a mixture density network's hand-written `-log(sum(pi * N(y)))`": [loss_mixture_density],
     "`keras.losses.BinaryFocalCrossentropy(from_logits=True, gamma=g)`": [
         loss_binary_focal_from_logits
     ],
@@ -196,6 +200,7 @@ CHECKS = {
         layer_unit_normalization,
         layer_lambda_l2_normalize,
     ],
+    "the keras-io VAE's `Sampling()([z_mean, z_log_var])`": [layer_gaussian_sampling],
     "`tf.norm`, `keras.ops.norm`, `jnp.linalg.norm`, `sqrt(sum(x**2) + eps)`": [function_norm],
     "`tf.sqrt`, `keras.ops.sqrt` of something that can be 0": [function_sqrt],
     "`tf.math.l2_normalize`, `keras.ops.normalize`": [function_l2_normalize],
@@ -231,6 +236,9 @@ CHECKS = {
     ],
     "`keras.losses.categorical_focal_crossentropy(from_logits=True)`": [function_softmax_focal],
     "`sum(y * log(y / softmax(s)))`, `keras.losses.kl_divergence`": [function_kl_divergence],
+    "the keras-io VAE's KL, `-0.5 * sum(1 + z_log_var - z_mean**2 - exp(z_log_var), axis=1)`": [
+        function_gaussian_kl
+    ],
     "`keras.ops.cdist(x, y)`, `sqrt(‖x‖² + ‖y‖² - 2 x·y)`, `tfa.losses.metric_learning.pairwise_distance`": [
         function_pairwise_distance
     ],

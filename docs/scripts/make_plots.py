@@ -639,6 +639,90 @@ def plot_sequences():
     plt.close(fig)
 
 
+def plot_mixture_densities():
+    """The mixture NLL of one far target, naive and in log space."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    ys = np.linspace(0.0, 60.0, 241).astype("float32")
+    zeros = np.zeros((1, 1, 1), "float32")
+
+    def naive(y):
+        density = ops.exp(-0.5 * y * y) / np.float32(np.sqrt(2 * np.pi))
+        return -ops.log(density)
+
+    def stable(y):
+        return keras_stable.ops.mixture_nll(
+            ops.reshape(y, (1, 1)), np.zeros((1, 1), "float32"), y * 0 + zeros, zeros
+        )
+
+    for name, fn, look in (
+        ("-log(sum(pi * N(y)))", naive, PLAIN),
+        ("keras_stable.ops.mixture_nll", stable, STABLE),
+    ):
+        values, grads = [], []
+        for y in ys:
+            v, g = value_and_grad(fn, [y])
+            values.append(float(np.ravel(v)[0]))
+            grads.append(-float(g[0]))  # d/d(mean) = -d/dy
+        values, grads = np.array(values), np.array(grads)
+        axes[0].plot(ys, np.where(np.isfinite(values), values, np.nan), label=name, **look)
+        axes[1].plot(ys, np.where(np.isfinite(grads), grads, np.nan), label=name, **look)
+        at = np.flatnonzero(ys == 40.0)[0]
+        print(f"mixture NLL, y = 40, {name}: value {values[at]:.6g}, d/d(mean) {grads[at]:.4g}")
+    first_inf = ys[np.flatnonzero(~np.isfinite(naive_values(ys)))].min()
+    for ax in axes:
+        ax.axvspan(first_inf, ys[-1], color=RED, alpha=0.08)
+    axes[0].annotate(
+        f"naive: inf, NaN gradient\nfrom {first_inf:.1f} sigmas",
+        (first_inf, 1200),
+        xytext=(6, 0),
+        textcoords="offset points",
+        color=RED,
+    )
+    axes[0].set(title="NLL of y, one component N(0, 1), float32", xlabel="y", ylabel="NLL")
+    axes[1].set(title="gradient d/d(mean) (exact: -y)", xlabel="y")
+    axes[0].legend(fontsize=8, loc="upper left")
+    axes[1].legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(IMG / "mixture-densities.png", dpi=100)
+    plt.close(fig)
+
+
+def naive_values(ys):
+    """The naive NLL of `plot_mixture_densities` in float32, for its limit."""
+    with np.errstate(divide="ignore", over="ignore"):
+        density = np.exp(-0.5 * ys * ys) / np.float32(np.sqrt(2 * np.pi))
+        return -np.log(density.astype("float32"))
+
+
+def plot_vae_half_precision():
+    """The keras-io VAE's KL in float16 against ops.gaussian_kl."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    lvs = np.linspace(0.0, 16.0, 321).astype("float16")
+    mean = ops.zeros((len(lvs), 1), "float16")
+    lv = ops.convert_to_tensor(lvs[:, None])
+    naive = -0.5 * ops.sum(1 + lv - ops.square(mean) - ops.exp(lv), axis=1)
+    naive = np.asarray(ops.cast(naive, "float64"))
+    stable = np.asarray(ops.cast(keras_stable.ops.gaussian_kl(mean, lv), "float64"))
+    exact = 0.5 * (np.expm1(lvs.astype("float64")) - lvs.astype("float64"))
+    ax.plot(lvs, np.where(np.isfinite(naive), naive, np.nan), label="keras-io KL, float16", **PLAIN)
+    ax.plot(lvs, stable, label="keras_stable.ops.gaussian_kl (float32)", **STABLE)
+    ax.plot(lvs, exact, color=GREY, linestyle=":", label="exact")
+    first_inf = float(lvs[np.flatnonzero(~np.isfinite(naive))].min())
+    ax.axvspan(first_inf, float(lvs[-1]), color=RED, alpha=0.08)
+    ax.axhline(65504, color=GREY, linewidth=0.8)
+    print(f"VAE KL in float16: inf from log-variance {first_inf:.3f}")
+    ax.set(
+        title="KL(N(0, exp(lv)) || N(0, 1)), float16 inputs",
+        xlabel="log-variance lv",
+        yscale="log",
+        ylim=(1e-2, 1e7),
+    )
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(IMG / "vae-half-precision.png", dpi=100)
+    plt.close(fig)
+
+
 def main():
     IMG.mkdir(exist_ok=True)
     print(
@@ -655,6 +739,8 @@ def main():
     plot_sequences()
     plots_entropy_sparsemax.plot_entropy(IMG / "entropy.png")
     plots_entropy_sparsemax.plot_sparsemax(IMG / "sparsemax.png")
+    plot_mixture_densities()
+    plot_vae_half_precision()
     plot_demo()
     print(f"figures written to {IMG}")
 

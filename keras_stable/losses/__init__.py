@@ -11,6 +11,7 @@ from keras_stable.losses.masked_huber import MaskedHuber
 from keras_stable.losses.masked_mean_absolute_error import MaskedMeanAbsoluteError
 from keras_stable.losses.masked_mean_squared_error import MaskedMeanSquaredError
 from keras_stable.losses.masked_multi_task_distance import MaskedMultiTaskDistance
+from keras_stable.losses.mixture_density_nll import MixtureDensityNLL
 from keras_stable.losses.stable_cosine_similarity import StableCosineSimilarity
 from keras_stable.losses.stable_ctc import StableCTC
 from keras_stable.losses.stable_dice import StableDice
@@ -33,6 +34,7 @@ __all__ = [
     "MaskedMeanAbsoluteError",
     "MaskedMeanSquaredError",
     "MaskedMultiTaskDistance",
+    "MixtureDensityNLL",
     "StableCosineSimilarity",
     "StableCTC",
     "StableDice",

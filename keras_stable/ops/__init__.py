@@ -24,6 +24,8 @@ from keras_stable.ops.cross_entropy import sigmoid_cross_entropy
 from keras_stable.ops.cross_entropy import softmax_cross_entropy
 from keras_stable.ops.cross_entropy import sparse_softmax_cross_entropy
 from keras_stable.ops.ctc import ctc_loss
+from keras_stable.ops.densities import gaussian_kl
+from keras_stable.ops.densities import mixture_nll
 from keras_stable.ops.distance import masked_task_distance
 from keras_stable.ops.divergence import kl_divergence
 from keras_stable.ops.division import safe_divide
@@ -65,14 +67,15 @@ __all__ = [
     "dice_loss",
     "dot_product_attention",
     "entropy",
+    "gaussian_kl",
     "gaussian_nll",
     "info_nce_loss",
     "kl_divergence",
     "l2_normalize",
     "linear_softmax_cross_entropy",
+    "linear_softmax_entropy",
     "log1mexp",
     "log_ndtr",
-    "linear_softmax_entropy",
     "log_softmax",
     "logaddexp",
     "logsubexp",
@@ -81,6 +84,7 @@ __all__ = [
     "masked_huber",
     "masked_squared_error",
     "masked_task_distance",
+    "mixture_nll",
     "pairwise_distance",
     "poisson_nll",
     "safe_divide",

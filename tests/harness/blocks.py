@@ -59,6 +59,12 @@ class BlockSpec:
             weights): the Keras-mask check compares with it.
         keras_mask: where the Keras-mask contract is checked instead, when
             there is no counterpart to compare with.
+        list_input: the block is called on one list of its inputs
+            (`GaussianSampling()([mean, log_variance])`, as Keras's merge
+            layers), not on them as positional arguments.
+        fit_model: `fit_model(spec) -> keras.Model` on the same inputs, for
+            the `fit` step of a block without weights of its own (Keras
+            warns on a model with nothing to train); None: `model()`.
     """
 
     id: str
@@ -70,9 +76,15 @@ class BlockSpec:
     output_dtype: str = None
     counterpart: type = None
     keras_mask: str = None
+    list_input: bool = False
+    fit_model: Callable = None
 
     def make(self, **overrides):
         return self.cls(**{**self.kwargs, **overrides})
+
+    def call(self, layer, args):
+        """`layer` called on `args` (a list of tensors) as the block takes them."""
+        return layer(list(args)) if self.list_input else layer(*args)
 
     def data(self, n=8, seed=0):
         rng = np.random.default_rng(seed)
@@ -82,7 +94,7 @@ class BlockSpec:
     def model(self):
         """`Input(s) -> block`: a functional model around one instance."""
         inputs = [keras.Input(a.shape[1:], dtype=str(a.dtype)) for a in self.inputs(_rng(), 1)]
-        return keras.Model(inputs, self.make(name="block")(*inputs))
+        return keras.Model(inputs, self.call(self.make(name="block"), inputs))
 
     def __repr__(self):
         return self.id
@@ -108,11 +120,11 @@ def check_config_round_trip(spec):
     weights = []
 
     def run(layer):
-        layer(*x)  # builds it
+        spec.call(layer, x)  # builds it
         if not weights:
             weights.extend(_random_weights(layer))
         layer.set_weights(weights)
-        return to_numpy(layer(*x))
+        return to_numpy(spec.call(layer, x))
 
     expected = common.check_config_round_trip(spec.make(), spec.kwargs, run, keys=("name", "dtype"))
     assert_finite(expected, spec.id)
@@ -131,9 +143,9 @@ def check_keras_save_load(spec, tmp_path):
 
 def check_symbolic_and_eager(spec):
     x, _ = spec.data()
-    eager = spec.make()(*[keras.ops.convert_to_tensor(a) for a in x])
-    symbolic = spec.make()(
-        *[keras.KerasTensor((None,) + a.shape[1:], dtype=str(a.dtype)) for a in x]
+    eager = spec.call(spec.make(), [keras.ops.convert_to_tensor(a) for a in x])
+    symbolic = spec.call(
+        spec.make(), [keras.KerasTensor((None,) + a.shape[1:], dtype=str(a.dtype)) for a in x]
     )
     assert isinstance(symbolic, keras.KerasTensor), type(symbolic)
     assert tuple(symbolic.shape) == (None,) + tuple(eager.shape[1:])
@@ -142,7 +154,8 @@ def check_symbolic_and_eager(spec):
 
 def check_fit_step(spec):
     x, y = spec.data()
-    common.fit_one_step(spec.model(), x, y, spec.loss)
+    model = spec.model() if spec.fit_model is None else spec.fit_model(spec)
+    common.fit_one_step(model, x, y, spec.loss)
 
 
 def check_precision_sweep(spec, policy):

@@ -26,6 +26,7 @@ from tests.migration.page import tensors
 from tests.migration.transcriptions import _metric_learning_batch
 from tests.migration.transcriptions import _nt_xent
 from tests.migration.transcriptions import _stirling
+from tests.migration.transcriptions import keras_io_kl
 from tests.migration.transcriptions import tf_l2_normalize
 from tests.migration.transcriptions import tfa_pairwise_distance
 from tests.migration.transcriptions import tfa_sigmoid_focal_crossentropy
@@ -440,3 +441,8 @@ def function_sparsemax():
 def function_sparsemax_keras_bug():
     s = np.array([[0.0, 0.5, 1.0]], "float32")
     agree(ks.ops.sparsemax(s), kops.sparsemax(s))
+
+
+def function_gaussian_kl():
+    mean, log_var = _normal(107, (6, 4)), _normal(108, (6, 4))
+    agree(ks.ops.gaussian_kl(mean, log_var), keras_io_kl(*tensors(mean, log_var)))

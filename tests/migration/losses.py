@@ -28,6 +28,7 @@ from tests.migration.page import tensors
 from tests.migration.transcriptions import _batch_hard_on_cdist
 from tests.migration.transcriptions import _metric_learning_batch
 from tests.migration.transcriptions import _nt_xent
+from tests.migration.transcriptions import naive_mixture_nll
 from tests.migration.transcriptions import tfa_triplet_hard_loss
 from tests.migration.transcriptions import tfa_triplet_semihard_loss
 
@@ -514,3 +515,14 @@ def loss_tversky():
         ks.losses.StableTversky(alpha=b, beta=a)(y_true, y_pred),
         keras.losses.Tversky(alpha=a, beta=b)(y_true, y_pred),
     )
+
+
+def loss_mixture_density():
+    m, d = 3, 2
+    y = _normal(19, (6, d), 2.0)
+    head = _normal(20, (6, m * (1 + 2 * d)))
+    logits = head[:, :m]
+    mean = head[:, m : m + m * d].reshape(6, m, d)
+    log_scale = head[:, m + m * d :].reshape(6, m, d)
+    hand = naive_mixture_nll(*tensors(y, logits, mean, log_scale))
+    agree(ks.losses.MixtureDensityNLL(m)(y, head), kops.mean(hand))

@@ -16,6 +16,7 @@ from tests.migration.page import _rng
 from tests.migration.page import agree
 from tests.migration.page import compiled
 from tests.migration.page import mismatch
+from tests.migration.transcriptions import KerasIOSampling
 from tests.migration.transcriptions import tf_l2_normalize
 
 # --- Metrics ---------------------------------------------------------------
@@ -239,3 +240,11 @@ def layer_lambda_l2_normalize():
         left = keras.layers.Lambda(lambda v: tf.math.l2_normalize(v, axis=-1))(x)
         agree(right, left, "tf.math.l2_normalize(axis=-1)")
     agree(right, tf_l2_normalize(x, axis=-1), "numpy tf.math.l2_normalize(axis=-1)")
+
+
+def layer_gaussian_sampling():
+    mean, log_var = _normal(75, (6, 4)), _normal(76, (6, 4))
+    agree(
+        ks.layers.GaussianSampling(seed=1337)([mean, log_var]),
+        KerasIOSampling()([mean, log_var]),
+    )

@@ -1,6 +1,8 @@
 """TF Addons and framework formulas, transcribed in float64 NumPy (TF Addons is
 not installed), and the hand-written left sides they are compared with."""
 
+import math
+
 import keras
 import numpy as np
 from keras import ops as kops
@@ -124,3 +126,38 @@ def _nt_xent(views, temperature):
     return kops.mean(
         keras.losses.sparse_categorical_crossentropy(partners, logits, from_logits=True)
     )
+
+
+# keras-io examples/generative/vae.py (Keras 3): the `Sampling` layer and the
+# KL term of `VAE.train_step`, as written there.
+
+
+class KerasIOSampling(keras.layers.Layer):
+    """Uses (z_mean, z_log_var) to sample z, the vector encoding a digit."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.seed_generator = keras.random.SeedGenerator(1337)
+
+    def call(self, inputs):
+        z_mean, z_log_var = inputs
+        batch = kops.shape(z_mean)[0]
+        dim = kops.shape(z_mean)[1]
+        epsilon = keras.random.normal(shape=(batch, dim), seed=self.seed_generator)
+        return z_mean + kops.exp(0.5 * z_log_var) * epsilon
+
+
+def keras_io_kl(z_mean, z_log_var):
+    """The per-example KL of the keras-io VAE (before its batch mean)."""
+    kl_loss = -0.5 * (1 + z_log_var - kops.square(z_mean) - kops.exp(z_log_var))
+    return kops.sum(kl_loss, axis=1)
+
+
+def naive_mixture_nll(y, logits, mean, log_scale):
+    """`-log(sum(pi * N(y)))` as usually hand-written for an MDN: densities
+    formed, multiplied over the data axis, summed over the components."""
+    pi = kops.softmax(logits, axis=-1)
+    sigma = kops.exp(log_scale)
+    z = (kops.expand_dims(y, -2) - mean) / sigma
+    density = kops.prod(kops.exp(-0.5 * z * z) / (sigma * math.sqrt(2 * math.pi)), axis=-1)
+    return -kops.log(kops.sum(pi * density, axis=-1))

@@ -6,6 +6,7 @@ tests/integration/test_linear_softmax_head*.py."""
 
 import keras
 
+from keras_stable.layers import GaussianSampling
 from keras_stable.layers import LinearSoftmaxHead
 from keras_stable.layers import StableGroupedQueryAttention
 from keras_stable.layers import StableMultiHeadAttention
@@ -28,6 +29,33 @@ def _attention_targets(rng, n):
 def _hidden_and_labels(rng, n):
     labels = rng.integers(0, VOCAB, (n, STEPS)).astype("int32")
     return [rng.normal(size=(n, STEPS, DIM)).astype("float32"), labels]
+
+
+def _mean_and_log_variance(rng, n):
+    # Log-variances up to 24: the keras-io `Sampling` in float16 overflows
+    # from 22.2 (tests/layers/test_gaussian_sampling.py); here the samples
+    # stay below float16's maximum.
+    return [
+        rng.normal(size=(n, DIM)).astype("float32"),
+        rng.uniform(-30.0, 6.0, (n, DIM)).astype("float32"),
+    ]
+
+
+def _encoder(spec):
+    """`Dense` heads in front of the sampling (it has no weights of its own),
+    as a VAE's encoder feeds it."""
+    mean, log_variance = keras.Input((DIM,)), keras.Input((DIM,))
+    # The log-variance head starts near 0 (its inputs reach -30).
+    small = keras.initializers.RandomNormal(stddev=0.01, seed=0)
+    heads = [
+        keras.layers.Dense(DIM)(mean),
+        keras.layers.Dense(DIM, kernel_initializer=small)(log_variance),
+    ]
+    return keras.Model([mean, log_variance], spec.call(spec.make(), heads))
+
+
+def _latent_targets(rng, n):
+    return rng.normal(size=(n, DIM)).astype("float32")
 
 
 BLOCK_SPECS = [
@@ -61,6 +89,20 @@ BLOCK_SPECS = [
             "no Keras counterpart; the head's loss under Embedding(mask_zero=True) is "
             "compared with Keras's SparseCategoricalCrossentropy in "
             "tests/integration/test_linear_softmax_head_options.py"
+        ),
+    ),
+    BlockSpec(
+        "gaussian_sampling",
+        GaussianSampling,
+        {"seed": 1337},
+        _mean_and_log_variance,
+        _latent_targets,
+        loss="mse",
+        list_input=True,
+        fit_model=_encoder,
+        keras_mask=(
+            "no Keras counterpart (keras-io's `Sampling` is a tutorial layer) and no "
+            "mask: the samples are independent entries"
         ),
     ),
 ]

@@ -147,6 +147,27 @@ GAUSSIAN_EDGES = [
     (_f32([1e-6, 0.0, 3.0]), _f32([[0.0, -100.0], [0.0, 0.0], [-3.0, 80.0]])),
 ]
 
+# Two components, one dimension: y_pred is [logit0, logit1, mean0, mean1,
+# log_scale0, log_scale1]. A target 40 standard deviations out, a -inf
+# logit (its component takes no part), tiny and huge scales, huge logits.
+MIXTURE_EDGES = [
+    (
+        _f32([[40.0], [0.5], [1e-3], [1e20]]),
+        _f32(
+            [
+                [0.0, 0.0, 0.0, 1.0, 0.0, 0.0],
+                [0.0, -_INF, 0.0, 3.0, 0.0, -1.0],
+                [0.0, 0.0, 0.0, 5.0, -50.0, 0.0],
+                [1e4, -1e4, 0.0, 0.0, 50.0, 0.0],
+            ]
+        ),
+    ),
+]
+
+
+def mixture_y(rng, n):
+    return rng.normal(size=(n, 1)).astype("float32")
+
 
 def class_labels(rng, n, classes=3):
     return rng.integers(0, classes, n).astype("int32")
@@ -365,6 +386,15 @@ def _specs():
             2,
             gaussian_y,
             GAUSSIAN_EDGES,
+            example_weights,
+        ),
+        LossSpec(
+            "mixture_density_nll",
+            losses.MixtureDensityNLL,
+            {"num_components": 2},
+            6,
+            mixture_y,
+            MIXTURE_EDGES,
             example_weights,
         ),
         LossSpec("masked_mse", losses.MaskedMeanSquaredError, {}, 5, tasks_y, REGRESSION_EDGES),

@@ -235,6 +235,12 @@ OPS = {
             reduces=True,
         ),
     ),
+    "gaussian_kl": OpSpec(
+        lambda m, v: ops.gaussian_kl(m, v),
+        [_f(N, D), _f(N, D)],
+        (0, 1),
+        float64={"gaussian_kl": (ops.gaussian_kl, ref.gaussian_kl, (X, 0.5 * Y))},
+    ),
     "gaussian_nll": OpSpec(
         lambda y, m, v: ops.gaussian_nll(y, m, v),
         [_f(N), _f(N), _f(N)],
@@ -347,6 +353,18 @@ OPS = {
         [_f(N, D), _f(N, D)],
         (1,),
         float64=CoreGrid("task_distance"),
+    ),
+    "mixture_nll": OpSpec(
+        lambda y, x, m, s: ops.mixture_nll(y, x, m, s),
+        [_f(N, 2), _f(N, D), _f(N, D, 2), 0.3 * _f(N, D, 2)],
+        (1, 2, 3),
+        float64={
+            "mixture_nll": (
+                ops.mixture_nll,
+                ref.mixture_nll,
+                (X[:, 3:], Y[:, :3], 3.0 * X[:, :3, None], 0.3 * Y[:, 1:, None]),
+            )
+        },
     ),
     "pairwise_distance": OpSpec(
         lambda a, b: ops.pairwise_distance(a, b),
