@@ -307,6 +307,19 @@ class Evidence:
         products = {"matmul", "einsum", "dot"}
         return "dot_product_attention" in ops or ("softmax" in ops and bool(ops & products))
 
+    def is_entropy(self):
+        """A layer that multiplies a softmax by its log (an entropy bonus):
+        it ran `softmax` and `log_softmax` or `log`."""
+        ops = self.operations()
+        return (
+            self.info.node.kind != LOSS and "softmax" in ops and bool(ops & {"log_softmax", "log"})
+        )
+
+    def is_gaussian_density(self):
+        """A call that evaluates a Gaussian density: `exp` of a square."""
+        ops = self.operations()
+        return "exp" in ops and bool(ops & {"square", "power"})
+
     def has_sublayers(self):
         op = self.info.node.op
         return isinstance(op, keras.layers.Layer) and bool(sublayers(op))

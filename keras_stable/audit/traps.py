@@ -32,11 +32,23 @@ from keras_stable.audit.execution import TOP
 from keras_stable.audit.report import Finding
 from keras_stable.audit.report import fix_for
 
+_ENTROPY_DETAIL = (
+    "it multiplies a softmax by its log (an entropy): a class masked to -inf has "
+    "probability 0 and log-probability -inf, and 0 x -inf = NaN"
+)
+
+
+def _entropy_masked(e):  # noqa: N802 - read as a constant predicate
+    """A mask among its inputs, or -inf logits."""
+    return bool(e.masks()) or any(np.any(np.isneginf(a)) for _, a in e.floats())
+
 
 def recognize_forward(evidence):
     """`(trap, detail)` for a call whose output went NaN or inf."""
     e = evidence
     nan_out = _has_nan(e.outputs)
+    if nan_out and e.is_entropy() and _entropy_masked(e):
+        return "zero_times_inf", _ENTROPY_DETAIL
     rows = e.neg_inf_rows()
     if nan_out and rows:
         return "fully_masked_row", rows + ": softmax/logsumexp of it is 0/0"
@@ -97,6 +109,8 @@ def recognize_forward(evidence):
 def recognize_gradient(evidence):
     """`(trap, detail)` for a call whose input gradient went non-finite."""
     e = evidence
+    if e.is_entropy() and _entropy_masked(e):
+        return "zero_times_inf", _ENTROPY_DETAIL
     rows = e.neg_inf_rows()
     if rows:
         return "fully_masked_row", rows + ": the gradient of its softmax/logsumexp is 0/0"
@@ -278,6 +292,12 @@ _ATTENTION_FIX = (
     "keras_stable.ops.dot_product_attention(mask=...) / layers.StableMultiHeadAttention"
 )
 
+_ENTROPY_FIX = "keras_stable.ops.entropy(logits, mask=...)"
+_MIXTURE_FIX = (
+    "keras_stable.losses.MixtureDensityNLL(num_components) / ops.mixture_nll "
+    "(the log-density through logsumexp)"
+)
+
 _LOGITS_FIX = (
     "the loss on the logits: drop the softmax, keras_stable.losses."
     "StableSoftmaxCrossEntropy() (or from_logits=True); keeping it: layers.StableSoftmax "
@@ -298,8 +318,11 @@ def find(run, probe=None, rerun=None):
         # A softmax output that a log loss reads: swapping the softmax
         # alone leaves log(0) in the loss (the probabilities underflow).
         return dataclasses.replace(finding, fix=_LOGITS_FIX)
-    if finding.trap in ("fully_masked_row", "half_overflow") and (
-        Evidence(run, index).is_attention()
-    ):
+    evidence = Evidence(run, index)
+    if finding.trap in ("fully_masked_row", "half_overflow") and evidence.is_attention():
         return dataclasses.replace(finding, fix=_ATTENTION_FIX, page="attention")
+    if finding.trap == "zero_times_inf" and evidence.is_entropy():
+        return dataclasses.replace(finding, fix=_ENTROPY_FIX, page="entropy")
+    if finding.trap == "log_of_zero" and evidence.is_gaussian_density():
+        return dataclasses.replace(finding, fix=_MIXTURE_FIX, page="mixture-densities")
     return finding

@@ -20,8 +20,9 @@ def handwritten_cross_entropy(y_true, p):
     return -ops.mean(ops.sum(y_true * ops.log(p), axis=-1))
 
 
-def _fit_losses(model, x, y, loss, steps=3, jit_compile=False):
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=loss, jit_compile=jit_compile)
+def _fit_losses(model, x, y, loss, steps=3, jit_compile=False, optimizer=None):
+    optimizer = optimizer or keras.optimizers.SGD(0.1)
+    model.compile(optimizer=optimizer, loss=loss, jit_compile=jit_compile)
     history = model.fit(x, y, epochs=steps, batch_size=len(x), shuffle=False, verbose=0)
     return np.asarray(history.history["loss"])
 
@@ -144,3 +145,75 @@ def test_a_mask_constant_that_overflows_float16_is_half_overflow_of_the_layer():
     assert "-1e9" in report.findings[0].detail and "65504" in report.findings[0].detail
     model, x, y = _attention_model("fixed", dtype="mixed_float16")
     assert np.all(np.isfinite(_fit_losses(model, x, y, "mse")))
+
+
+class EntropyBonus(keras.layers.Layer):
+    """An entropy over the allowed classes, as written by hand, or the fix."""
+
+    def __init__(self, fixed=False, **kwargs):
+        super().__init__(**kwargs)
+        self.fixed = fixed
+
+    def call(self, logits, allowed):
+        if self.fixed:
+            return keras_stable.ops.entropy(logits, mask=allowed)[:, None]
+        masked = ops.where(allowed, logits, float("-inf"))
+        p = ops.softmax(masked, axis=-1)
+        return -ops.sum(p * ops.log_softmax(masked, axis=-1), axis=-1, keepdims=True)
+
+
+def _entropy_model(fixed=False):
+    keras.utils.set_random_seed(0)
+    x, allowed = keras.Input((4,), name="x"), keras.Input((4,), dtype="bool", name="allowed")
+    logits = keras.layers.Dense(4, name="policy")(x)
+    model = keras.Model([x, allowed], EntropyBonus(fixed, name="entropy_bonus")(logits, allowed))
+    xs = np.random.default_rng(0).normal(size=(3, 4)).astype("float32")
+    mask = np.ones((3, 4), bool)
+    mask[1, 2:] = False  # two masked actions
+    return model, [xs, mask], np.full((3, 1), 0.5, "float32")
+
+
+def test_an_entropy_with_masked_classes_names_ops_entropy():
+    model, x, y = _entropy_model()
+    assert not np.all(np.isfinite(_fit_losses(model, x, y, "mse")))
+    model, x, y = _entropy_model()
+    report = audit(model, x, y, loss="mse", modes=MODES)
+    found = {(f.layer, f.trap, f.fix, f.page) for f in report.findings}
+    fix = ("keras_stable.ops.entropy(logits, mask=...)", "entropy")
+    assert found == {("entropy_bonus", "zero_times_inf", *fix)}, str(report)
+    assert report.findings[0].examples == (1,)
+    model, x, y = _entropy_model(fixed=True)
+    assert np.all(np.isfinite(_fit_losses(model, x, y, "mse")))
+
+
+def handwritten_mixture_nll(y_true, y_pred):
+    """`-log(sum(pi * N(y)))` of a two-component 1-D mixture, laid out as
+    `MixtureDensityNLL` reads it: `[logits | means | log-scales]`."""
+    pi = ops.softmax(y_pred[:, :2], axis=-1)
+    mean, sigma = y_pred[:, 2:4], ops.exp(y_pred[:, 4:6])
+    density = ops.exp(-0.5 * ops.square((y_true - mean) / sigma)) / (sigma * np.sqrt(2 * np.pi))
+    return -ops.log(ops.sum(pi * density, axis=-1))
+
+
+def _mixture_model():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Dense(6, name="mdn")(inputs))
+    x = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
+    return model, x, np.array([[0.0], [40.0], [1.0], [80.0]], "float32")
+
+
+def test_a_mixture_density_that_underflows_names_mixture_density_nll():
+    model, x, y = _mixture_model()
+    assert not np.all(np.isfinite(_fit_losses(model, x, y, handwritten_mixture_nll)))
+    model, x, y = _mixture_model()
+    report = audit(model, x, y, loss=handwritten_mixture_nll, modes=MODES)
+    found = {(f.layer, f.trap, f.page) for f in report.findings}
+    assert found == {("loss", "log_of_zero", "mixture-densities")}, str(report)
+    assert "MixtureDensityNLL" in report.findings[0].fix
+    assert report.findings[0].examples == (1, 3)
+    model, x, y = _mixture_model()
+    fixed = keras_stable.losses.MixtureDensityNLL(2)
+    # Adam: targets 80 scales away give gradients of 6400 (exact ones).
+    losses = _fit_losses(model, x, y, fixed, steps=5, optimizer=keras.optimizers.Adam(0.01))
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
