@@ -153,6 +153,20 @@ def audit(model, x, y=None, loss=None, stress=False, *, modes=None, precision=No
         >>> f.layer, f.stage, f.trap
         ('norm', 'gradient', 'norm_at_zero')
     """
+    # Every variable of the model as it was (the weights, and the state of
+    # its seed generators, which a traced dropout could leave holding a
+    # JAX tracer): put back whatever the runs did, so that a `fit` after
+    # the audit is the `fit` without it.
+    state = [(v, keras.ops.convert_to_numpy(v)) for v in model.variables]
+    try:
+        with execution.random_state_kept():
+            return _audit(model, x, y, loss, stress, modes, precision)
+    finally:
+        for variable, value in state:
+            variable.assign(value)
+
+
+def _audit(model, x, y, loss, stress, modes, precision):
     x, y = check_batch(model, x, y)
     loss_fn = resolve_loss(model, loss, y)
     modes = _check_modes(modes)

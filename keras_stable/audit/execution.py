@@ -5,12 +5,14 @@ A run calls the model on the batch with every layer recorded (see
 the zero deltas added to each layer's floating inputs and outputs. The
 differentiation is the backend's own: `tf.GradientTape` (compiled:
 `tf.function(jit_compile=True)`), `jax.value_and_grad` (compiled:
-`jax.jit`), `torch.autograd` (eager only). These, and
-`compile_function` (the callbacks' per-step check, compiled), are the only
+`jax.jit`), `torch.autograd` (eager only). These, `random_state_kept`
+(torch's global generator) and `compile_function` (the callbacks' per-step
+check, compiled), are the only
 places where the audit uses a backend directly; each is imported inside
 the function that needs it, never when keras_stable is imported.
 """
 
+import contextlib
 import inspect
 
 import keras
@@ -223,6 +225,23 @@ def _differentiate_jax(body, deltas, x, y, compiled):
         step = jax.jit(step)
     (scalar, tensors), grads = step(deltas, x, y)
     return scalar, holder["recorder"], holder["producers"], tensors, grads
+
+
+@contextlib.contextmanager
+def random_state_kept():
+    """Puts back the backend's global random state on exit: Keras's torch
+    dropout draws from torch's global generator, not from the layer's
+    seed generator (whose state the audit restores as a model variable)."""
+    if keras.backend.backend() != "torch":
+        yield
+        return
+    import torch
+
+    state = torch.get_rng_state()
+    try:
+        yield
+    finally:
+        torch.set_rng_state(state)
 
 
 def _differentiate_torch(body, deltas, x, y, compiled):
