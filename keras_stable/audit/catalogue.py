@@ -59,6 +59,14 @@ TRAPS = {
         "StableSparseSoftmaxCrossEntropy(ignore_class=...)",
         "doc": "masking.md",
     },
+    "ctc_infeasible": {
+        "title": "a CTC label with no alignment in its frames: probability 0",
+        "fix": "keras_stable.losses.StableCTC (0 with a zero gradient there), and more "
+        "frames (less downsampling) or shorter labels for those rows",
+        "loss_fix": "keras_stable.losses.StableCTC (0 with a zero gradient there), and more "
+        "frames (less downsampling) or shorter labels for those rows",
+        "doc": "sequences-and-segmentation.md",
+    },
     "half_overflow": {
         "title": "a value or a gradient beyond the float16 range",
         "fix": 'dtype="float32" for this layer (or the keras_stable layer, computed in float32)',

@@ -5,7 +5,9 @@ and a zero gradient for label 3 of 3 classes (or -1), TF on a GPU gives
 NaN, and an `Embedding` maps index -1 to its last row on JAX and torch.
 So they are checked from the recorded run, whatever the values are: the
 integer labels of a sparse loss outside `[0, classes)` that are not its
-`ignore_class`, and each `Embedding`'s indices outside `[0, input_dim)`.
+`ignore_class`, each `Embedding`'s indices outside `[0, input_dim)`, and
+the labels of a CTC loss that no alignment fits in their frames (Keras's
+CTC is finite there on TF and JAX: 709, 1e5).
 """
 
 import keras
@@ -16,6 +18,7 @@ from keras_stable.audit.report import Finding
 from keras_stable.audit.report import fix_for
 from keras_stable.audit.tracing import collect_nodes
 from keras_stable.audit.tracing import replaced_calls
+from keras_stable.common.keras_internals import keras_mask
 from keras_stable.common.keras_internals import wrapped_loss_kwargs
 
 _SPARSE_NAMES = ("sparse_categorical_crossentropy", "sparse_softmax_cross_entropy")
@@ -33,6 +36,51 @@ def _is_sparse(loss):
         getattr(loss, "name", "") or "",
     ]
     return any("sparse" in str(n).lower() for n in names)
+
+
+def _is_ctc(loss):
+    """Whether `loss` is a CTC loss (`keras.losses.CTC`, `StableCTC`)."""
+    names = [loss] if isinstance(loss, str) else [type(loss).__name__, getattr(loss, "name", "")]
+    return any("ctc" in str(n).lower() for n in names)
+
+
+def _infeasible_ctc(labels, y_pred):
+    """The `ctc_infeasible` finding: labels (0 pads, as for both CTC
+    losses) longer than their frames, counting the blank that must
+    separate two equal neighbours. The frames are `y_pred`'s time axis, or
+    those its Keras mask keeps (`StableCTC` reads it)."""
+    labels = np.asarray(labels)
+    if labels.ndim != 2 or len(y_pred.shape) != 3:
+        return []
+    mask = keras_mask(y_pred)
+    if mask is None:
+        frames = np.full(labels.shape[0], int(y_pred.shape[1]))
+    else:
+        frames = np.sum(np.asarray(keras.ops.convert_to_numpy(mask)) > 0, axis=-1)
+    need = []
+    for row in labels.astype("int64"):
+        kept = row[row != 0]
+        need.append(len(kept) + int(np.sum(kept[1:] == kept[:-1])))
+    bad = np.asarray(need) > frames
+    if not np.any(bad):
+        return []
+    rows = tuple(int(i) for i in np.nonzero(bad)[0])
+    shown = ", ".join(f"row {i}: {need[i]} > {frames[i]}" for i in rows[:5])
+    return [
+        Finding(
+            layer="loss",
+            stage="forward",
+            trap="ctc_infeasible",
+            fix=fix_for("ctc_infeasible", "loss"),
+            mode="eager",
+            detail=(
+                f"{len(rows)} label(s) need more frames than the model gives them "
+                f"(labels plus a blank between equal neighbours; {shown}): no alignment, "
+                "probability 0; keras.losses.CTC gives about 709 on TF, 1e5 on JAX, inf on torch"
+            ),
+            examples=rows,
+        )
+    ]
 
 
 def _ignore_class(loss):
@@ -108,10 +156,14 @@ def find_labels(model, x, y, loss):
         if bad is not None and np.any(bad) and not any(f.layer == node.name for f in findings):
             what = f"indices for input_dim={node.op.input_dim} are"
             findings.append(_finding(node.name, "layer", bad, values, what))
-    if y is None or y_pred is None or loss is None or not _is_sparse(loss):
+    if y is None or y_pred is None or loss is None:
         return findings
     labels, preds = keras.tree.flatten(y), keras.tree.flatten(y_pred)
     if len(labels) != 1 or len(preds) != 1 or len(preds[0].shape) == 0:
+        return findings
+    if _is_ctc(loss):
+        return findings + _infeasible_ctc(labels[0], preds[0])
+    if not _is_sparse(loss):
         return findings
     classes = int(preds[0].shape[-1])
     ignore = _ignore_class(loss)

@@ -217,3 +217,29 @@ def test_a_mixture_density_that_underflows_names_mixture_density_nll():
     # Adam: targets 80 scales away give gradients of 6400 (exact ones).
     losses = _fit_losses(model, x, y, fixed, steps=5, optimizer=keras.optimizers.Adam(0.01))
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def _ctc_model():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4, 3))
+    model = keras.Model(inputs, keras.layers.Dense(5, name="frames")(inputs))
+    x = np.random.default_rng(0).normal(size=(3, 4, 3)).astype("float32")
+    # Row 1's label needs 5 frames of the 4 (2, 2 needs a blank between).
+    y = np.array([[1, 2, 0, 0], [1, 2, 2, 3], [4, 0, 0, 0]], "int32")
+    return model, x, y
+
+
+def test_a_ctc_label_longer_than_its_frames_is_named_also_where_the_loss_is_finite():
+    model, x, y = _ctc_model()
+    losses = _fit_losses(model, x, y, keras.losses.CTC(), steps=1)
+    # TF 709 and JAX 1e5 (finite, silently wrong); torch inf.
+    assert (BACKEND == "torch") != bool(np.all(np.isfinite(losses)))
+    model, x, y = _ctc_model()
+    model.compile(loss=keras.losses.CTC())
+    report = audit(model, x, y, modes=MODES)
+    assert {(f.layer, f.trap) for f in report.findings} == {("loss", "ctc_infeasible")}, str(report)
+    finding = report.findings[0]
+    assert finding.examples == (1,) and "row 1: 5 > 4" in finding.detail
+    assert "StableCTC" in finding.fix
+    model, x, y = _ctc_model()
+    assert np.all(np.isfinite(_fit_losses(model, x, y, keras_stable.losses.StableCTC(), steps=2)))
