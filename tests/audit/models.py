@@ -418,3 +418,14 @@ def tiny_activations():
     head = keras.layers.Dense(1, bias_initializer="ones", name="head")
     model = keras.Model(inputs, head(tiny))
     return model, _features(15, batch=4, n=4), None, None
+
+
+def audited_loss(model, x, y):
+    """The scalar the audit differentiates for `model` on `(x, y)`."""
+    from keras_stable.audit import data
+    from keras_stable.audit import execution
+
+    loss_fn = data.resolve_loss(model, None, y)
+    x, y = data.to_tensors(x), data.to_tensors(y)
+    scalar, _, _ = execution.make_body(model, loss_fn)(x, y, None)
+    return float(keras.ops.convert_to_numpy(scalar))

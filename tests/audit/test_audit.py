@@ -427,17 +427,7 @@ def test_a_list_of_losses_with_none_entries_is_audited_as_fit_trains_it():
     assert report.ok, str(report)
     # The loss audited is the loss fit trains on.
     expected = float(keras.ops.convert_to_numpy(loss_fn(y, model(x)[0])))
-    assert report.findings == [] and abs(_audited_loss(model, x, y) - expected) < 1e-5
-
-
-def _audited_loss(model, x, y):
-    from keras_stable.audit import data
-    from keras_stable.audit import execution
-
-    loss_fn = data.resolve_loss(model, None, y)
-    x, y = data.to_tensors(x), data.to_tensors(y)
-    scalar, _, _ = execution.make_body(model, loss_fn)(x, y, None)
-    return float(keras.ops.convert_to_numpy(scalar))
+    assert report.findings == [] and abs(models.audited_loss(model, x, y) - expected) < 1e-5
 
 
 class _AddsItsLoss(keras.layers.Layer):
@@ -456,7 +446,7 @@ def test_add_loss_terms_are_part_of_the_audited_loss():
     model.compile(optimizer="sgd")
     x = [np.ones((3, 4), "float32"), np.full((3, 2), 5.0, "float32")]
     # exp(100 * 25) overflows: fit's loss is inf, and so is the audited one.
-    assert _audited_loss(model, x, None) == np.inf
+    assert models.audited_loss(model, x, None) == np.inf
     report = audit(model, x, modes=["eager"])
     assert not report.ok, str(report)
 

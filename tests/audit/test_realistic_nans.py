@@ -243,3 +243,22 @@ def test_a_ctc_label_longer_than_its_frames_is_named_also_where_the_loss_is_fini
     assert "StableCTC" in finding.fix
     model, x, y = _ctc_model()
     assert np.all(np.isfinite(_fit_losses(model, x, y, keras_stable.losses.StableCTC(), steps=2)))
+
+
+def test_a_linear_softmax_head_is_audited_at_the_scale_fit_trains_it():
+    # The head adds the mean of its per-token losses with `add_loss`; the
+    # audit differentiated the sum of its outputs (the per-token losses),
+    # a gradient `tokens` times too large, which the float16 pre-flight
+    # read as overflows.
+    keras.utils.set_random_seed(0)
+    tokens, labels = keras.Input((20,), dtype="int32"), keras.Input((20,), dtype="int32")
+    embed = keras.layers.Embedding(50, 8, name="embed")
+    head = keras_stable.layers.LinearSoftmaxHead(50, tied_embedding=embed, name="head")
+    model = keras.Model([tokens, labels], head(embed(tokens), labels))
+    model.compile(optimizer="sgd")
+    rng = np.random.default_rng(0)
+    x = [rng.integers(1, 50, (8, 20)).astype("int32"), rng.integers(0, 50, (8, 20)).astype("int32")]
+    per_token = keras.ops.convert_to_numpy(model(x))
+    assert abs(models.audited_loss(model, x, None) - float(np.mean(per_token))) < 1e-5
+    report = audit(model, x, modes=["eager"], precision="mixed_float16")
+    assert not [f for f in report.findings if f.trap.startswith("half")], str(report)
