@@ -12,7 +12,7 @@ import numpy as np
 from keras import ops as kops
 
 import keras_stable as ks
-from tests import reference as ref
+from tests import reference_log_space as logspace_ref
 from tests.migration.page import F64
 from tests.migration.page import _normal
 from tests.migration.page import _rng
@@ -50,7 +50,7 @@ def function_log1mexp():
     # value is -18.42.
     tiny = np.array([-1e-8], "float32")
     assert np.isneginf(np.asarray(kops.convert_to_numpy(kops.log(1.0 - kops.exp(tiny[0])))))
-    agree(ks.ops.log1mexp(tiny), ref.log1mexp(tiny), "x = -1e-8")
+    agree(ks.ops.log1mexp(tiny), logspace_ref.log1mexp(tiny), "x = -1e-8")
 
 
 def function_log_ndtr():
@@ -63,7 +63,7 @@ def function_log_ndtr():
     far = np.array([-40.0], "float32")
     plain = kops.convert_to_numpy(kops.log(0.5 * kops.erfc(-far / math.sqrt(2.0))))
     assert np.isneginf(np.asarray(plain)).all()
-    agree(ks.ops.log_ndtr(far), ref.log_ndtr(far), "x = -40")
+    agree(ks.ops.log_ndtr(far), logspace_ref.log_ndtr(far), "x = -40")
 
 
 def function_softplus_inverse():
