@@ -9,10 +9,13 @@ from keras import ops
 
 import keras_stable
 from keras_stable.audit import audit
+from tests import backend_utils
 from tests.audit import models
 
 BACKEND = keras.backend.backend()
-MODES = ["eager", "compiled"] if BACKEND in ("tensorflow", "jax") else ["eager"]
+# The audit's modes: eager and compiled on TF, as the JAX CI leg narrows
+# them (compiled), eager on torch (tests/backend_utils.py).
+MODES = list(backend_utils.MODES)
 
 
 def handwritten_cross_entropy(y_true, p):
