@@ -16,12 +16,23 @@ for backend in tensorflow jax torch; do
     # kernels' edge grid, compiled on the TensorFlow leg, is not rerun on JAX.
     only=()
     modes=""
+    cache=""
+    jax_cache=()
     if [ "$backend" = jax ]; then
         only=(-k "not (test_edge_grid_of_cases_py and compiled)")
         modes=compiled
+        # JAX's persistent compilation cache, fresh for this run and shared
+        # by the workers: the tests compile the same programs from new
+        # closures again and again, and a hit skips XLA (about 20% of the
+        # JAX leg's time on 2 cores). Nothing outlives the run.
+        cache=$(mktemp -d)
+        jax_cache=(JAX_COMPILATION_CACHE_DIR="$cache" JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
+            JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0)
     fi
+    env ${jax_cache[@]+"${jax_cache[@]}"} \
     KERAS_STABLE_TEST_MODES=$modes KERAS_BACKEND=$backend python -m pytest -q -n "${PYTEST_WORKERS:-auto}" --durations=15 \
         ${only[@]+"${only[@]}"} "$@" || status=1
+    if [ -n "$cache" ]; then rm -rf "$cache"; fi
     echo "=== KERAS_BACKEND=$backend: $((SECONDS - start)) s ==="
 done
 # The checkout's keras_stable, as pytest imports it (cwd on sys.path).
