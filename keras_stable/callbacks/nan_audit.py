@@ -62,8 +62,7 @@ class NaNAudit(keras.callbacks.Callback):
             so that the model you keep, the saved model and the audit all
             start from the weights the failing step started from.
         save_model: also save the model as `nan_step{N}.keras`.
-        verbose: 1 (default) prints the audit's table when training stops
-            (and where the report is); 0 is quiet.
+        verbose: 1 (default) prints the audit's table on a stop; 0 is quiet.
         max_consecutive_skips: with a `keras_stable.optimizers.Guarded`
             optimizer (also inside Keras's `LossScaleOptimizer`), a step it
             skipped (a non-finite loss or gradient; the weights unchanged)
@@ -411,7 +410,6 @@ class NaNAudit(keras.callbacks.Callback):
             file.write("\n".join(lines) + "\n\n" + audit_text + "\n")
         if self.verbose:
             what = "was skipped by the optimizer" if skipped else "went non-finite"
-            # The table itself, where the user is looking (the file keeps it).
             print(f"NaNAudit: step {step} {what}\n{audit_text}\n(report in {self.paths['report']})")
 
     def _mode(self):
