@@ -161,7 +161,9 @@ def reduce_losses(
     elif counted is not None:
         divisor = ops.sum(ops.cast(counted, dtype))
     else:
-        divisor = ops.cast(ops.size(values), dtype)
+        # Not `ops.size`: Keras 3.16 gives None for a symbolic tensor of
+        # unknown batch size.
+        divisor = ops.sum(ops.ones_like(values))
     return _scale_for_distribution(ops.divide_no_nan(total, divisor))
 
 

@@ -8,6 +8,7 @@ layer of large-vocabulary models: it trains without materialising logits.
 for Keras's attention layers whose fully masked rows give 0, never NaN.
 """
 
+from keras_stable.layers.carry_mask import CarryMask
 from keras_stable.layers.gaussian_sampling import GaussianSampling
 from keras_stable.layers.l2_normalize import L2Normalize
 from keras_stable.layers.linear_softmax_head import LinearSoftmaxHead
@@ -19,6 +20,7 @@ from keras_stable.layers.stable_softmax import StableSoftmax
 from keras_stable.layers.stable_sparsemax import StableSparsemax
 
 __all__ = [
+    "CarryMask",
     "GaussianSampling",
     "L2Normalize",
     "LinearSoftmaxHead",

@@ -55,6 +55,11 @@ from keras.src import random
 from keras.src import saving
 from keras.src import testing
 from keras.src import utils
+
+# Where both Keras 3.15.1 and 3.16 define them (3.16 no longer re-exports
+# them from `keras.src.backend`).
+from keras.src.backend.common.masking import get_keras_mask
+from keras.src.backend.common.masking import set_keras_mask
 from keras.src.backend.config import disable_flash_attention
 from keras.src.backend.config import enable_flash_attention
 from keras.src.backend.config import is_flash_attention_enabled
@@ -460,10 +465,10 @@ class MultiHeadAttentionTest(testing.TestCase):
         self.assertTrue(layer.supports_masking)
         query = np.array([[1, 2, 3, 0, 0], [3, 3, 1, 1, 2], [1, 0, 0, 0, 0]])
         masked_query = layers.Embedding(4, 8, mask_zero=True)(query)
-        query_mask = backend.get_keras_mask(masked_query)
+        query_mask = get_keras_mask(masked_query)
         value = np.random.normal(size=(3, 3, 8))
         output = layer(query=masked_query, value=value)
-        self.assertAllClose(query_mask, backend.get_keras_mask(output))
+        self.assertAllClose(query_mask, get_keras_mask(output))
 
     @parameterized.named_parameters(("causal", True), ("not_causal", 0))
     def test_masking(self, use_causal_mask):
@@ -485,8 +490,8 @@ class MultiHeadAttentionTest(testing.TestCase):
         )
         if use_causal_mask:
             mask = mask & np.array([[[1, 0, 0], [1, 1, 0]] + [[1, 1, 1]] * 3])
-        backend.set_keras_mask(masked_query, None)
-        backend.set_keras_mask(masked_value, None)
+        set_keras_mask(masked_query, None)
+        set_keras_mask(masked_value, None)
         output_with_manual_mask = layer(query=masked_query, value=masked_value, attention_mask=mask)
         self.assertAllClose(output, output_with_manual_mask)
 
@@ -640,7 +645,7 @@ class MultiHeadAttentionTest(testing.TestCase):
                 return_attention_scores=True,
                 training=False,
             )
-            leak = backend.convert_to_numpy(scores)[..., future].sum()
+            leak = ops.convert_to_numpy(scores)[..., future].sum()
             self.assertLess(leak, 1e-6)
         else:
             # use_causal_mask should match passing the same mask explicitly.
@@ -657,7 +662,7 @@ class MultiHeadAttentionTest(testing.TestCase):
         x = np.random.RandomState(0).randn(1, t, 3, 8).astype("float32")
         layer = StableMultiHeadAttention(num_heads=2, key_dim=4, attention_axes=1)
         _, scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
-        scores = backend.convert_to_numpy(scores)
+        scores = ops.convert_to_numpy(scores)
         self.assertLess(scores[..., future].sum(), 1e-6)
 
     @parameterized.named_parameters(
@@ -1285,7 +1290,7 @@ class GroupedQueryAttentionTest(testing.TestCase):
         masked_query = layers.Embedding(4, 8, mask_zero=True)(query)
         value = np.random.normal(size=(3, 3, 8))
         output = layer(query=masked_query, value=value)
-        self.assertAllClose(backend.get_keras_mask(masked_query), backend.get_keras_mask(output))
+        self.assertAllClose(get_keras_mask(masked_query), get_keras_mask(output))
 
         layer = StableGroupedQueryAttention(
             num_query_heads=2, num_key_value_heads=2, head_dim=2, use_gate=True
@@ -1295,7 +1300,7 @@ class GroupedQueryAttentionTest(testing.TestCase):
         masked_query = layers.Embedding(4, 8, mask_zero=True)(query)
         value = np.random.normal(size=(3, 3, 8))
         output = layer(query=masked_query, value=value)
-        self.assertAllClose(backend.get_keras_mask(masked_query), backend.get_keras_mask(output))
+        self.assertAllClose(get_keras_mask(masked_query), get_keras_mask(output))
 
     @parameterized.named_parameters(("causal", True), ("not_causal", 0))
     def test_masking(self, use_causal_mask):
@@ -1317,8 +1322,8 @@ class GroupedQueryAttentionTest(testing.TestCase):
         ).astype(bool)
         if use_causal_mask:
             mask = mask & np.array([[[1, 0, 0], [1, 1, 0]] + [[1, 1, 1]] * 3]).astype(bool)
-        backend.set_keras_mask(masked_query, None)
-        backend.set_keras_mask(masked_value, None)
+        set_keras_mask(masked_query, None)
+        set_keras_mask(masked_value, None)
         output_with_manual_mask = layer(query=masked_query, value=masked_value, attention_mask=mask)
         self.assertAllClose(output, output_with_manual_mask)
 
@@ -1341,8 +1346,8 @@ class GroupedQueryAttentionTest(testing.TestCase):
         ).astype(bool)
         if use_causal_mask:
             mask = mask & np.array([[[1, 0, 0], [1, 1, 0]] + [[1, 1, 1]] * 3]).astype(bool)
-        backend.set_keras_mask(masked_query, None)
-        backend.set_keras_mask(masked_value, None)
+        set_keras_mask(masked_query, None)
+        set_keras_mask(masked_value, None)
         output_with_manual_mask = layer(query=masked_query, value=masked_value, attention_mask=mask)
         self.assertAllClose(output, output_with_manual_mask)
 
@@ -1445,7 +1450,7 @@ class GroupedQueryAttentionTest(testing.TestCase):
                 return_attention_scores=True,
                 training=False,
             )
-            leak = backend.convert_to_numpy(scores)[..., future].sum()
+            leak = ops.convert_to_numpy(scores)[..., future].sum()
             self.assertLess(leak, 1e-6)
         else:
             # use_causal_mask should match passing the same mask explicitly.

@@ -437,7 +437,8 @@ def function_sparsemax():
 @mismatch(
     "keras.ops.sparsemax (Keras 3.15.1) sums the cumulative sums over the "
     "support for its threshold: [0, 0.5, 1] gives [0, 0, 0.25] (sum 0.25), "
-    "the projection [0, 0.25, 0.75]"
+    "the projection [0, 0.25, 0.75]",
+    fixed_in="3.16.0.dev0",
 )
 def function_sparsemax_keras_bug():
     s = np.array([[0.0, 0.5, 1.0]], "float32")

@@ -175,6 +175,7 @@ def metric_r2():
     "adjusted R² (num_regressors > 0) of several outputs: Keras's n counts "
     "every element (batch * outputs), keras_stable's the samples",
     documented=True,
+    fixed_in="3.16.0.dev0",
 )
 def metric_r2_adjusted_several_outputs():
     y_true, y_pred = _r2_data(4)

@@ -23,6 +23,16 @@ def tfa_pairwise_distance(feature, squared=False):
     return dist * ~error_mask * (1.0 - np.eye(len(f)))
 
 
+def keras_3_15_tversky(y_true, y_pred, alpha=0.5, beta=0.5):
+    """Keras 3.15.1's `Tversky(alpha, beta)` (keras/src/losses/losses.py,
+    `axis=None`): its `fp` is `sum((1 - y_pred) * y_true)`, the false
+    negatives, and is weighted by `alpha` (Keras 3.16 swapped them back)."""
+    t, p = np.asarray(y_true, F64), np.asarray(y_pred, F64)
+    intersection = np.sum(t * p)
+    fn, fp = np.sum((1 - p) * t), np.sum(p * (1 - t))
+    return 1.0 - intersection / (intersection + fn * alpha + fp * beta + 1e-7)
+
+
 def tf_l2_normalize(x, axis=None, epsilon=1e-12):
     """`tf.math.l2_normalize` (`axis=None`: the whole tensor)."""
     x = np.asarray(x, F64)

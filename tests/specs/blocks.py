@@ -6,6 +6,7 @@ tests/integration/test_linear_softmax_head*.py."""
 
 import keras
 
+from keras_stable.layers import CarryMask
 from keras_stable.layers import GaussianSampling
 from keras_stable.layers import LinearSoftmaxHead
 from keras_stable.layers import StableGroupedQueryAttention
@@ -58,6 +59,24 @@ def _latent_targets(rng, n):
     return rng.normal(size=(n, DIM)).astype("float32")
 
 
+def _sequence_pair(rng, n):
+    return [
+        rng.normal(size=(n, STEPS, DIM)).astype("float32"),
+        rng.normal(size=(n, STEPS, DIM)).astype("float32"),
+    ]
+
+
+def _sequence_targets(rng, n):
+    return rng.normal(size=(n, STEPS, DIM)).astype("float32")
+
+
+def _dense_in_front(spec):
+    """A `Dense` on the passed-through input: `CarryMask` has no weights."""
+    outputs, masked = keras.Input((STEPS, DIM)), keras.Input((STEPS, DIM))
+    hidden = keras.layers.Dense(DIM)(outputs)
+    return keras.Model([outputs, masked], spec.call(spec.make(), [hidden, masked]))
+
+
 BLOCK_SPECS = [
     BlockSpec(
         "stable_multi_head_attention",
@@ -103,6 +122,22 @@ BLOCK_SPECS = [
         keras_mask=(
             "no Keras counterpart (keras-io's `Sampling` is a tutorial layer) and no "
             "mask: the samples are independent entries"
+        ),
+    ),
+    BlockSpec(
+        "carry_mask",
+        CarryMask,
+        {},
+        _sequence_pair,
+        _sequence_targets,
+        loss="mse",
+        # The values pass through in their own dtype (no autocast).
+        output_dtype="float32",
+        list_input=True,
+        fit_model=_dense_in_front,
+        keras_mask=(
+            "no Keras counterpart: the mask it carries past Keras's RNN layers is checked "
+            "in tests/layers/test_carry_mask.py"
         ),
     ),
 ]
