@@ -14,6 +14,7 @@ from keras_stable.audit.data import resolve_loss
 from keras_stable.audit.data import to_tensors
 from keras_stable.audit.examples import RowRuns
 from keras_stable.audit.labels import find_labels
+from keras_stable.audit.padding import padding_warnings
 from keras_stable.audit.precision import check_precision
 from keras_stable.audit.precision import preflight
 from keras_stable.audit.report import MODES
@@ -182,6 +183,7 @@ def _audit(model, x, y, loss, stress, modes, precision):
     given_loss = loss if loss is not None else getattr(model, "loss", None)
     if model.built:
         report.findings.extend(find_labels(model, x, y, given_loss))
+        report.warnings.extend(padding_warnings(model, x))
     try:
         report.modes = _run(report, model, x, y, loss_fn, modes, None, precision)
     except AuditInputError as error:

@@ -80,6 +80,9 @@ class AuditReport:
         headroom: with `precision=`, every layer's max |output| in the
             float32 run over the half dtype's max (above 1 overflows);
             empty otherwise.
+        warnings: what is wrong without a NaN, in words: padded steps
+            that reach the loss because `y_pred` has no mask (Keras 3.16's
+            RNN layers drop it). They do not change `ok`.
     """
 
     findings: list = dataclasses.field(default_factory=list)
@@ -88,6 +91,7 @@ class AuditReport:
     notes: list = dataclasses.field(default_factory=list)
     backend: str = ""
     headroom: dict = dataclasses.field(default_factory=dict)
+    warnings: list = dataclasses.field(default_factory=list)
 
     @property
     def ok(self):
@@ -104,6 +108,7 @@ class AuditReport:
             "notes": list(self.notes),
             "findings": [f.as_dict() for f in self.findings],
             "headroom": {k: float(v) for k, v in self.headroom.items()},
+            "warnings": list(self.warnings),
         }
 
     def __str__(self):
@@ -183,6 +188,9 @@ def format_report(report):
         top = sorted(report.headroom.items(), key=lambda kv: -kv[1])[:3]
         shown = ", ".join(f"{name} {value:.3g}" for name, value in top)
         lines += ["", f"headroom (max |output| / dtype max, highest first): {shown}"]
+    if report.warnings:
+        lines.append("")
+        lines += [f"warning: {warning}" for warning in report.warnings]
     if report.notes:
         lines.append("")
         lines += [f"note: {note}" for note in report.notes]
