@@ -41,7 +41,7 @@ KERAS_3_16 = Version(keras.__version__) >= Version("3.16.0.dev0")
 
 def _keras_downcasts_float64():
     """Whether `keras.ops` computes float64 binary ops in float32 (Keras 3.16
-    on torch and JAX: `convert_to_tensors_of_same_dtype` maps float64 to
+    on torch: `convert_to_tensors_of_same_dtype` maps float64 to
     float32 even when both operands are float64)."""
     with float64_enabled():
         x = keras.ops.convert_to_tensor(np.ones(1, "float64"))
@@ -326,7 +326,7 @@ float64_arithmetic = pytest.mark.xfail(
     KERAS_DOWNCASTS_FLOAT64,
     strict=True,
     reason="this Keras computes float64 binary ops in float32 on this backend "
-    "(Keras 3.16 on torch and JAX; docs/keras-versions.md)",
+    "(Keras 3.16 on torch; docs/keras-versions.md)",
 )
 
 
