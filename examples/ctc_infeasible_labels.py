@@ -11,7 +11,9 @@ with `keras_stable.losses.StableCTC` (compiled with XLA on TensorFlow and
 JAX). With Keras the impossible samples give a loss of about 709 (TF) or
 1e5 (JAX) with a gradient that pushes the weights, or `inf` and NaN
 weights (torch); StableCTC scores them 0 with a zero gradient, and the
-model learns to read the feasible sequences (greedy decoding).
+model learns to read the feasible sequences (greedy decoding), while
+`keras_stable.metrics.CTCInfeasibleLabels` counts the impossible labels in
+`fit`'s logs (128 per epoch), so they do not pass unnoticed.
 
     python examples/ctc_infeasible_labels.py
 """
@@ -72,20 +74,27 @@ def accuracy(model, x, labels, corrupted):
     return float(np.mean(hits))
 
 
-def train(loss, x, y):
+def train(loss, x, y, metrics=None):
     model = build_model()
     jit = keras.config.backend() in ("tensorflow", "jax")
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=loss, jit_compile=jit)
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.01), loss=loss, metrics=metrics, jit_compile=jit
+    )
     history = model.fit(x, y, batch_size=64, epochs=15, verbose=0)
     finite = all(np.all(np.isfinite(keras.ops.convert_to_numpy(w))) for w in model.weights)
-    return model, history.history["loss"], finite
+    return model, history.history, finite
 
 
 def main():
     x, y, corrupted = make_data(1024, seed=0)
     x_test, y_test, corrupted_test = make_data(256, seed=1)
-    keras_model, keras_losses, keras_finite = train(keras.losses.CTC(), x, y)
-    stable_model, stable_losses, stable_finite = train(keras_stable.losses.StableCTC(), x, y)
+    keras_model, keras_logs, keras_finite = train(keras.losses.CTC(), x, y)
+    # StableCTC scores the infeasible labels 0: CTCInfeasibleLabels counts
+    # them in the logs, each epoch.
+    stable_model, stable_logs, stable_finite = train(
+        keras_stable.losses.StableCTC(), x, y, [keras_stable.metrics.CTCInfeasibleLabels()]
+    )
+    keras_losses, stable_losses = keras_logs["loss"], stable_logs["loss"]
     keras_acc = accuracy(keras_model, x_test, y_test, corrupted_test) if keras_finite else 0.0
     stable_acc = accuracy(stable_model, x_test, y_test, corrupted_test)
     print(f"backend {keras.config.backend()}, {corrupted.mean():.0%} of the labels infeasible")
@@ -97,6 +106,9 @@ def main():
         f"StableCTC:         last loss {stable_losses[-1]:.4g}, weights finite "
         f"{stable_finite}, exact reads {stable_acc:.1%}"
     )
+    counted = stable_logs["ctc_infeasible_labels"]
+    print(f"CTCInfeasibleLabels: {counted[-1]:.0f} infeasible labels per epoch")
+    assert counted == [float(corrupted.sum())] * len(counted), counted
     assert stable_finite and np.all(np.isfinite(stable_losses))
     assert stable_losses[-1] < stable_losses[0]
     assert stable_acc > 0.8, stable_acc

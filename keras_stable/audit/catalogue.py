@@ -61,9 +61,11 @@ TRAPS = {
     },
     "ctc_infeasible": {
         "title": "a CTC label with no alignment in its frames: probability 0",
-        "fix": "keras_stable.losses.StableCTC (0 with a zero gradient there), and more "
+        "fix": "keras_stable.losses.StableCTC (0 with a zero gradient there; "
+        "metrics.CTCInfeasibleLabels counts them in fit's logs), and more "
         "frames (less downsampling) or shorter labels for those rows",
-        "loss_fix": "keras_stable.losses.StableCTC (0 with a zero gradient there), and more "
+        "loss_fix": "keras_stable.losses.StableCTC (0 with a zero gradient there; "
+        "metrics.CTCInfeasibleLabels counts them in fit's logs), and more "
         "frames (less downsampling) or shorter labels for those rows",
         "doc": "sequences-and-segmentation.md",
     },

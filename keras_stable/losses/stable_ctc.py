@@ -16,7 +16,7 @@ from keras_stable.losses._base import StableLoss
 from keras_stable.ops.ctc import ctc_loss_over_frames
 
 
-def _check_inputs(y_true, y_pred, frames):
+def check_ctc_inputs(y_true, y_pred, frames):
     t_shape, p_shape = static_shape(y_true), static_shape(y_pred)
     if len(t_shape) != 2:
         raise ValueError(
@@ -62,7 +62,10 @@ class StableCTC(StableLoss):
         zero_infinity: a sample whose label cannot be aligned to its frames
             gives 0 (True, default) or `+inf` (False), with a zero gradient
             either way. It counts as a 0 in the reduction:
-            `"sum_over_batch_size"` still divides by the whole batch.
+            `"sum_over_batch_size"` still divides by the whole batch. To
+            know how many there are, add
+            `metrics=[keras_stable.metrics.CTCInfeasibleLabels()]` to
+            `compile`: `fit`'s logs count them each epoch.
         reduction: a Keras reduction: `"sum_over_batch_size"` (default),
             `"sum"`, `"mean"`, `"mean_with_sample_weight"` or `"none"`.
         name: optional name of the loss.
@@ -136,7 +139,7 @@ class StableCTC(StableLoss):
         self._warn_if_probabilities(y_pred)
         y_true = ops.convert_to_tensor(y_true)
         y_pred = ops.convert_to_tensor(y_pred)
-        _check_inputs(y_true, y_pred, frames)
+        check_ctc_inputs(y_true, y_pred, frames)
         target = ops.cast(y_true, "int32")
         target_length = ops.sum(ops.cast(ops.not_equal(target, 0), "int32"), axis=1)
         logits = ops.cast(y_pred, compute_dtype_of(dtype_of(y_pred)))

@@ -4,6 +4,7 @@ Their state is sums and counts (float32, sum-aggregated), so the result over
 several batches equals the result over their concatenation.
 """
 
+from keras_stable.metrics.ctc_infeasible_labels import CTCInfeasibleLabels
 from keras_stable.metrics.masked_huber import MaskedHuber
 from keras_stable.metrics.masked_mean_absolute_error import MaskedMeanAbsoluteError
 from keras_stable.metrics.masked_mean_squared_error import MaskedMeanSquaredError
@@ -15,6 +16,7 @@ from keras_stable.metrics.stable_r2_score import StableR2Score
 from keras_stable.metrics.stable_sparse_cross_entropy import StableSparseCrossEntropy
 
 __all__ = [
+    "CTCInfeasibleLabels",
     "MaskedHuber",
     "MaskedMeanAbsoluteError",
     "MaskedMeanSquaredError",

@@ -144,14 +144,7 @@ def ctc_loss_over_frames(
     # Rounding can put a near-certain alignment a few ulp above log(1).
     loss = ops.where(ops.less(log_likelihood, 0), -log_likelihood, ops.zeros_like(log_likelihood))
 
-    # Feasible iff the frames cover the labels plus one blank between each
-    # pair of equal neighbours.
-    repeated = ops.logical_and(
-        ops.logical_and(ops.logical_not(skips), ops.greater(position, 0)), in_label
-    )
-    repeats = ops.sum(ops.cast(repeated, "int32"), axis=1)
-    n_frames = ops.sum(ops.cast(frames, "int32"), axis=1)
-    feasible = ops.less_equal(target_length + repeats, n_frames)
+    feasible = ctc_feasible_over_frames(target, target_length, frames)
     if zero_infinity:
         return ops.where(feasible, loss, ops.zeros_like(loss))
     # `+inf` made where a sample is infeasible only (`1 / 0`), not a
@@ -161,6 +154,23 @@ def ctc_loss_over_frames(
     return ops.divide(
         ops.where(feasible, loss, ops.ones_like(loss)), ops.cast(feasible, dtype_of(loss))
     )
+
+
+def ctc_feasible_over_frames(target, target_length, frames):
+    """Whether each sample's label has an alignment to its frames (bool
+    `(batch,)`): the frames `frames` marks (boolean `(batch, time)`) cover
+    the first `target_length` labels of `target` plus one blank between
+    each pair of equal neighbours (`[1, 1]` needs 3 frames). The entries
+    past a label's length are not read."""
+    position = ops.expand_dims(ops.arange(_dim(target, 1), dtype="int32"), 0)
+    in_label = ops.less(position, ops.expand_dims(target_length, 1))  # (B, L)
+    previous = ops.concatenate([target[:, :1], target[:, :-1]], axis=1)
+    repeated = ops.logical_and(
+        ops.logical_and(ops.equal(target, previous), ops.greater(position, 0)), in_label
+    )
+    repeats = ops.sum(ops.cast(repeated, "int32"), axis=1)
+    n_frames = ops.sum(ops.cast(frames, "int32"), axis=1)
+    return ops.less_equal(target_length + repeats, n_frames)
 
 
 def _log_likelihood(target, logits, target_length, frames, mask_index, skips):

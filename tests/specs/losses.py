@@ -619,6 +619,21 @@ def _specs():
             CORRELATION_EDGES,
             train_loss=keras.losses.MeanSquaredError,
         ),
+        LossSpec(
+            "m_ctc_infeasible_labels",
+            metrics.CTCInfeasibleLabels,
+            {},
+            CTC_TIME * CTC_CLASSES,
+            ctc_labels,
+            _ctc_edges(),
+            example_weights,
+            train_loss=losses.StableCTC,
+            model=ctc_model,
+            keras_mask=(
+                "its Keras mask is per frame (the input lengths): "
+                "tests/metrics/test_ctc_infeasible_labels.py::test_the_keras_mask_gives_the_frames"
+            ),
+        ),
     ]
     return loss_specs + _sequence_and_overlap_specs(), metric_specs
 
