@@ -45,8 +45,8 @@ KERAS_BACKEND=torch "$py" -m pytest -q -n "${PYTEST_WORKERS:-auto}" -p no:cachep
 KERAS_BACKEND=torch "$py" -m pytest -q -p no:cacheprovider tests/test_examples.py \
     -k rnn_padding || status=1
 echo "=== Keras 3.16, KERAS_BACKEND=jax ==="
-KERAS_STABLE_TEST_MODES=compiled KERAS_BACKEND=jax "$py" -m pytest -q \
-    -n "${PYTEST_WORKERS:-auto}" -p no:cacheprovider \
+# One process: eleven tests, fewer than the workers would take to start.
+KERAS_STABLE_TEST_MODES=compiled KERAS_BACKEND=jax "$py" -m pytest -q -p no:cacheprovider \
     tests/layers/test_carry_mask.py tests/audit/test_padding.py || status=1
 echo "=== Keras 3.16: $((SECONDS - start)) s ==="
 exit $status
