@@ -61,8 +61,8 @@ TRAPS = {
     },
     "ctc_infeasible": {
         "title": "a CTC label with no alignment in its frames: probability 0",
-        "fix": "keras_stable.losses.StableCTC (0 with a zero gradient there; "
-        "metrics.CTCInfeasibleLabels counts them in fit's logs), and more "
+        "fix": "keras_stable.ops.ctc_loss in the layer (0 with a zero gradient there), "
+        "or the layer's loss as the compiled keras_stable.losses.StableCTC; and more "
         "frames (less downsampling) or shorter labels for those rows",
         "loss_fix": "keras_stable.losses.StableCTC (0 with a zero gradient there; "
         "metrics.CTCInfeasibleLabels counts them in fit's logs), and more "

@@ -77,9 +77,11 @@ def _run(report, model, x, y, loss_fn, modes, probe, precision=None):
                 report.notes.extend(notes)
             ran.append(mode)
             finding = find(run, probe, execution.rerun_in_float32)
-            if finding is not None and finding.layer == "loss" and finding.trap == "unknown":
-                # The loss's inf on infeasible CTC labels: already named.
-                if any(f.trap == "ctc_infeasible" for f in report.findings):
+            if finding is not None and finding.trap == "unknown":
+                # The inf of infeasible CTC labels, at the loss or at the
+                # layer that computes it: already named.
+                named = {f.layer for f in report.findings if f.trap == "ctc_infeasible"}
+                if finding.layer in named or (finding.layer == "loss" and named):
                     finding = None
             if finding is not None:
                 finding = dataclasses.replace(finding, examples=rows.guilty(finding))

@@ -13,6 +13,9 @@ CTC is finite there on TF and JAX: 709, 1e5).
 import keras
 import numpy as np
 
+from keras_stable.audit.ctc_calls import infeasible_rows
+from keras_stable.audit.ctc_calls import needed_frames
+from keras_stable.audit.ctc_calls import watched_ctc
 from keras_stable.audit.data import to_tensors
 from keras_stable.audit.report import Finding
 from keras_stable.audit.report import fix_for
@@ -57,21 +60,23 @@ def _infeasible_ctc(labels, y_pred):
         frames = np.full(labels.shape[0], int(y_pred.shape[1]))
     else:
         frames = np.sum(np.asarray(keras.ops.convert_to_numpy(mask)) > 0, axis=-1)
-    need = []
-    for row in labels.astype("int64"):
-        kept = row[row != 0]
-        need.append(len(kept) + int(np.sum(kept[1:] == kept[:-1])))
-    bad = np.asarray(need) > frames
-    if not np.any(bad):
+    need = [needed_frames(row[row != 0]) for row in labels.astype("int64")]
+    return _ctc_finding("loss", "loss", infeasible_rows([(need, frames)]))
+
+
+def _ctc_finding(layer, kind, bad):
+    """The `ctc_infeasible` finding of `bad` (`{row: (needed, frames)}`),
+    as a list (empty when nothing is infeasible)."""
+    if not bad:
         return []
-    rows = tuple(int(i) for i in np.nonzero(bad)[0])
-    shown = ", ".join(f"row {i}: {need[i]} > {frames[i]}" for i in rows[:5])
+    rows = tuple(sorted(bad))
+    shown = ", ".join(f"row {i}: {bad[i][0]} > {bad[i][1]}" for i in rows[:5])
     return [
         Finding(
-            layer="loss",
+            layer=layer,
             stage="forward",
             trap="ctc_infeasible",
-            fix=fix_for("ctc_infeasible", "loss"),
+            fix=fix_for("ctc_infeasible", kind),
             mode="eager",
             detail=(
                 f"{len(rows)} label(s) need more frames than the model gives them "
@@ -136,6 +141,18 @@ def find_labels(model, x, y, loss):
     for a sparse loss. Returns `[]` when the model cannot run this way.
     """
     seen = []
+    running = []  # the nodes whose call is in progress, innermost last
+    ctc_calls = {}  # node name -> the CTC calls it ran itself
+
+    def tracked_call(node, original):
+        def call(*args, **kwargs):
+            running.append(node.name)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                running.pop()
+
+        return call
 
     def clipped_call(node, original):
         def call(inputs, *args, **kwargs):
@@ -145,12 +162,23 @@ def find_labels(model, x, y, loss):
 
         return call
 
-    with replaced_calls(_embeddings(model), clipped_call):
+    def ctc_call(needed, frames):
+        name = running[-1] if running else model.name
+        ctc_calls.setdefault(name, []).append((needed, frames))
+
+    with (
+        replaced_calls(collect_nodes(model), tracked_call),
+        replaced_calls(_embeddings(model), clipped_call),
+        watched_ctc(ctc_call),
+    ):
         try:
             y_pred = model(to_tensors(x), training=False)
         except Exception:  # noqa: BLE001 - the audit's own run reports the failure
             y_pred = None
     findings = []
+    for name, node_calls in ctc_calls.items():
+        # A CTC loss computed in a layer (`add_loss`): its own labels.
+        findings.extend(_ctc_finding(name, "layer", infeasible_rows(node_calls)))
     for node, values in seen:
         bad = _outside(values, node.op.input_dim)
         if bad is not None and np.any(bad) and not any(f.layer == node.name for f in findings):

@@ -234,6 +234,15 @@ def dtype_policy_name(loss):
     return loss._dtype_policy.name
 
 
+def keras_ops_modules():
+    """The modules whose `ctc_loss` (and other ops) Keras code looks up at
+    call time: the public `keras.ops`, and `keras.src.ops`, which Keras's
+    own losses call (`keras.losses.CTC` runs `keras.src.ops.ctc_loss`)."""
+    import keras.src.ops
+
+    return (keras.ops, keras.src.ops)
+
+
 def wrapped_loss_kwargs(loss):
     """The keyword arguments a `LossFunctionWrapper` loss (Keras's built-in
     loss classes) passes to its function (`_fn_kwargs`, e.g.

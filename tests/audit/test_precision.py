@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from keras_stable.audit import audit
+from keras_stable.audit import execution
+from keras_stable.audit import tracing
 from tests.audit import models
 
 
@@ -165,3 +167,23 @@ def test_a_custom_layers_sublayers_run_under_the_policy(monkeypatch):
         assert "dtype=self.dtype_policy" in report.findings[0].detail
     assert keras.config.dtype_policy().name == "float32"
     assert model.get_layer("head").proj.dtype_policy.name == "float32"
+
+
+class _InfUnlessInference(keras.layers.Layer):
+    """inf unless called with `training=False`, as the audit's runs do: a
+    rerun that dropped the flag (a dropout in training mode) would show."""
+
+    def call(self, x, training=None):
+        return x * (1.0 if training is False else np.inf)
+
+
+def test_the_rerun_in_float32_passes_the_training_flag_of_the_recorded_call():
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, _InfUnlessInference(name="flagged")(inputs))
+    x = np.ones((2, 3), "float32")
+    with tracing.instrument(tracing.collect_nodes(model)), tracing.Recorder() as recorder:
+        model(x, training=False)
+    (info,) = [c for c in recorder.calls if c.name == "flagged"]
+    assert info.template[1]["training"] is False
+    ins = [keras.ops.convert_to_numpy(t) for t in recorder.tensors[info.index][0]]
+    assert execution.rerun_in_float32(info, ins, None) == (True, True)

@@ -248,6 +248,86 @@ def test_a_ctc_label_longer_than_its_frames_is_named_also_where_the_loss_is_fini
     assert np.all(np.isfinite(_fit_losses(model, x, y, keras_stable.losses.StableCTC(), steps=2)))
 
 
+class _CTCLayer(keras.layers.Layer):
+    """The keras-io captcha OCR tutorial's endpoint layer: the CTC loss of
+    the labels (a model input) is computed in `call` and added with
+    `add_loss`. `form` is how: `keras.ops.ctc_loss`, `keras.losses.CTC`,
+    the tutorial's `tf.compat.v1.nn.ctc_loss` (TF), or the fix,
+    `keras_stable.ops.ctc_loss`."""
+
+    def __init__(self, form, **kwargs):
+        super().__init__(**kwargs)
+        self.form = form
+
+    def call(self, y_true, y_pred):
+        batch = ops.shape(y_pred)[0]
+        frames = ops.shape(y_pred)[1] * ops.ones((batch,), "int32")
+        lengths = ops.sum(ops.cast(ops.not_equal(y_true, 0), "int32"), axis=-1)
+        if self.form == "keras.ops":
+            loss = keras.ops.ctc_loss(y_true, y_pred, lengths, frames)
+        elif self.form == "keras.losses":
+            loss = keras.losses.CTC(reduction="none")(y_true, y_pred)
+        elif self.form == "keras_stable":
+            loss = keras_stable.ops.ctc_loss(y_true, y_pred, lengths, frames)
+        else:  # the tutorial's ctc_batch_cost, TensorFlow only
+            import tensorflow as tf
+
+            sparse = tf.sparse.from_dense(y_true)
+            log_probs = ops.log(ops.transpose(ops.softmax(y_pred), (1, 0, 2)) + 1e-7)
+            loss = tf.compat.v1.nn.ctc_loss(
+                labels=tf.cast(sparse, "int32"), inputs=log_probs, sequence_length=frames
+            )
+        self.add_loss(ops.mean(loss))
+        return y_pred
+
+
+def _captcha_model(form):
+    keras.utils.set_random_seed(0)
+    images, labels = keras.Input((4, 3)), keras.Input((4,), dtype="int32")
+    frames = keras.layers.Dense(5, name="frames")(images)
+    outputs = _CTCLayer(form, name="ctc_loss")(labels, frames)
+    model = keras.Model([images, labels], outputs)
+    model.compile(optimizer=keras.optimizers.SGD(0.1))
+    _, x, y = _ctc_model()
+    return model, [x, y]
+
+
+_FORMS = ["keras.ops", "keras.losses"] + (["tf.compat.v1"] if BACKEND == "tensorflow" else [])
+
+
+@pytest.mark.parametrize("form", _FORMS)
+def test_a_ctc_loss_added_in_a_layer_names_its_infeasible_labels(form):
+    model, x = _captcha_model(form)
+    history = model.fit(x, epochs=1, batch_size=3, verbose=0)
+    # Row 1's label does not fit: inf on torch (and in the tutorial's TF
+    # op), a large finite loss elsewhere.
+    assert history.history["loss"][0] > 10 or not np.isfinite(history.history["loss"][0])
+    model, x = _captcha_model(form)
+    report = audit(model, x, modes=MODES)
+    assert {(f.layer, f.trap) for f in report.findings} == {("ctc_loss", "ctc_infeasible")}, str(
+        report
+    )
+    (finding,) = report.findings
+    assert finding.examples == (1,) and "row 1: 5 > 4" in finding.detail
+    assert "keras_stable.ops.ctc_loss" in finding.fix
+    # The fix as written: keras_stable.ops.ctc_loss in the layer.
+    model, x = _captcha_model("keras_stable")
+    history = model.fit(x, epochs=2, batch_size=3, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    # Still named: the label stays wrong, its sample is 0 now.
+    report = audit(model, x, modes=MODES)
+    assert [(f.layer, f.trap, f.examples) for f in report.findings] == [
+        ("ctc_loss", "ctc_infeasible", (1,))
+    ], str(report)
+
+
+def test_a_feasible_ctc_loss_in_a_layer_is_clean():
+    model, (x, y) = _captcha_model("keras.ops")
+    y = y.copy()
+    y[1] = [1, 2, 3, 0]
+    assert audit(model, [x, y], modes=MODES).ok
+
+
 def test_a_linear_softmax_head_is_audited_at_the_scale_fit_trains_it():
     # The head adds the mean of its per-token losses with `add_loss`; the
     # audit differentiated the sum of its outputs (the per-token losses),
