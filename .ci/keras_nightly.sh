@@ -6,7 +6,7 @@
 # share the `keras` package folder). Then the tests that touch Keras's
 # contract: the Keras-parity tests and Keras's own tests run against our
 # classes, masks and CarryMask, saving (integration), the attention layers,
-# the audit's tracing, the metrics, the migration table's rows and the
+# the audit's tracing, the migration table's rows and the
 # harness, on torch; the mask and padding tests on JAX (compiled, as the JAX
 # leg runs: the attention layers' use of Keras's hooks is the same Python on
 # every backend, and compiled attention on JAX takes minutes); and the
@@ -39,7 +39,7 @@ EOF
 status=0
 echo "=== Keras 3.16, KERAS_BACKEND=torch ==="
 KERAS_BACKEND=torch "$py" -m pytest -q -n "${PYTEST_WORKERS:-auto}" -p no:cacheprovider \
-    tests/keras_parity tests/integration tests/layers tests/audit tests/metrics \
+    tests/keras_parity tests/integration tests/layers tests/audit \
     tests/losses/test_keras_adapted_ctc_dice_tversky.py tests/test_migration_table.py \
     tests/test_harness.py || status=1
 KERAS_BACKEND=torch "$py" -m pytest -q -p no:cacheprovider tests/test_examples.py \
