@@ -13,7 +13,8 @@ import importlib as _importlib  # noqa: E402
 
 from keras_stable import _launch  # noqa: E402
 
-_SUBMODULES = ("audit", "callbacks", "layers", "losses", "metrics", "ops", "optimizers")
+# `hub` imports keras-hub only when a model is wrapped (an optional extra).
+_SUBMODULES = ("audit", "callbacks", "hub", "layers", "losses", "metrics", "ops", "optimizers")
 
 
 def _import_submodules():
@@ -35,6 +36,7 @@ def __getattr__(name):
 if not _launch.defer_keras():
     from keras_stable import audit  # noqa: F401
     from keras_stable import callbacks  # noqa: F401
+    from keras_stable import hub  # noqa: F401
     from keras_stable import layers  # noqa: F401
     from keras_stable import losses  # noqa: F401
     from keras_stable import metrics  # noqa: F401
