@@ -77,7 +77,9 @@ def main():
     model = keras_stable.hub.FusedCausalLM(causal_lm)  # the one call
     model.compile(optimizer=keras.optimizers.Adam(3e-3), sampler="greedy")
 
-    fit = dict(sample_weight=sample_weight, batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=0)
+    fit = dict(
+        sample_weight=sample_weight, batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=0
+    )
     keras_hub_loss = reference.fit(x, y, **fit).history["loss"]
     fused_loss = model.fit(x, y, **fit).history["loss"]
     print("epoch  keras-hub fit  FusedCausalLM fit")
@@ -98,7 +100,9 @@ def main():
     same = np.array_equal(
         keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x))
     )
-    print(f"reloaded {type(loaded).__name__} from {os.path.basename(path)}: identical logits = {same}")
+    print(
+        f"reloaded {type(loaded).__name__} from {os.path.basename(path)}: identical logits = {same}"
+    )
     assert same
     print("ok")
 

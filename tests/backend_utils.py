@@ -353,4 +353,6 @@ def import_keras_hub():
         import keras_hub
 
         return keras_hub
-    return pytest.importorskip("keras_hub", reason="needs keras-hub (pip install keras_stable[hub])")
+    return pytest.importorskip(
+        "keras_hub", reason="needs keras-hub (pip install keras_stable[hub])"
+    )

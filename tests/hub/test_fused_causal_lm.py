@@ -116,9 +116,7 @@ def test_fit_matches_keras_hub(config):
 
 def _keras_hub_token_losses(causal_lm):
     logits = causal_lm(X)
-    return to_numpy(
-        keras.losses.sparse_categorical_crossentropy(Y, logits, from_logits=True)
-    )
+    return to_numpy(keras.losses.sparse_categorical_crossentropy(Y, logits, from_logits=True))
 
 
 def test_soft_cap_is_honoured():
