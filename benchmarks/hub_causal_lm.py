@@ -21,7 +21,9 @@ Memory, as in `benchmarks/run.py`:
     TensorFlow: the CPU BFC allocator's peak minus current bytes around one
     executed `train_on_batch` (after a first, compiling call): the step's
     transient bytes (`TF_CPU_ALLOCATOR_USE_BFC=true` is set before TF
-    starts).
+    starts). `fit`'s default on a CPU, `jit_compile="auto"`, resolves to
+    graph mode without XLA: the row says which (`--jit-compile` forces
+    XLA).
     torch: not measured (the CPU keeps no allocator statistics).
 
 Usage:
@@ -50,6 +52,7 @@ def parse_args():
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--length", type=int, default=1024)
     p.add_argument("--quick", action="store_true", help="2 x 256 tokens (~15 s)")
+    p.add_argument("--jit-compile", action="store_true", help="TF: compile with XLA")
     opts = p.parse_args()
     if opts.quick:
         opts.batch, opts.length = 2, 256
@@ -86,15 +89,17 @@ def batch(vocab, size, length, seed=0):
     return {"token_ids": ids, "padding_mask": padding}, y, weight.astype("float32")
 
 
-def model_for(name, vocab):
+def model_for(name, vocab, jit_compile="auto"):
     from keras_stable.hub import FusedCausalLM
 
     model = causal_lm(vocab)
     if name == "keras-hub":
-        model.compile(optimizer=keras.optimizers.Adam(1e-4), weighted_metrics=[])
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-4), weighted_metrics=[], jit_compile=jit_compile
+        )
     else:
         model = FusedCausalLM(model)
-        model.compile(optimizer=keras.optimizers.Adam(1e-4))
+        model.compile(optimizer=keras.optimizers.Adam(1e-4), jit_compile=jit_compile)
     # One step on 8 tokens builds the optimizer, the metrics and the loss.
     x, y, weight = batch(vocab, 1, 8)
     model.fit(x, y, sample_weight=weight, epochs=1, verbose=0, shuffle=False)
@@ -131,7 +136,7 @@ def tensorflow_memory(model, data):
     before = tf.config.experimental.get_memory_info(device)["current"]
     model.train_on_batch(x, y, sample_weight=weight)
     peak = tf.config.experimental.get_memory_info(device)["peak"]
-    return {"temp": peak - before, "peak": None}
+    return {"temp": peak - before, "peak": None, "mode": "XLA" if model.jit_compile else "graph"}
 
 
 def main():
@@ -146,13 +151,17 @@ def main():
     tokens = opts.batch * opts.length
     results = {}
     for name in ("keras-hub", "FusedCausalLM"):
-        model = model_for(name, opts.vocab)
+        model = model_for(name, opts.vocab, True if opts.jit_compile else "auto")
         results[name] = measure(model, data)
         del model
         keras.utils.clear_session(free_memory=True)
         gc.collect()
     logits = tokens * opts.vocab * 4 / MIB
-    kind = {"jax": "JAX jit (XLA plan)", "tensorflow": "TF (BFC peak - before)"}[backend]
+    mode = results["keras-hub"].get("mode")
+    kind = {
+        "jax": "JAX jit (XLA plan)",
+        "tensorflow": f"TF {mode} (BFC peak - before)",
+    }[backend]
 
     def cell(value):
         return "n/a" if value is None else f"{value / MIB:.1f}"

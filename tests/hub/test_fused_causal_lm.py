@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from keras_stable.hub import FusedCausalLM
+from tests.backend_utils import BACKEND
 from tests.backend_utils import import_keras_hub
 from tests.backend_utils import to_numpy
 
@@ -31,6 +32,11 @@ X = {"token_ids": TOKEN_IDS, "padding_mask": PADDING}
 Y = np.concatenate([TOKEN_IDS[:, 1:], np.zeros((BATCH, 1), "int32")], axis=1)
 SAMPLE_WEIGHT = np.concatenate([PADDING[:, 1:], np.zeros((BATCH, 1), bool)], axis=1)
 SAMPLE_WEIGHT = SAMPLE_WEIGHT.astype("float32")
+
+# `fit`'s default on a CPU is TF graph mode (no XLA): the comparison with
+# keras-hub's fit runs under XLA on TF (JAX always compiles; torch.compile
+# is not what a torch user's fit runs), the other tests in graph mode.
+JIT = {"jit_compile": True} if BACKEND == "tensorflow" else {}
 
 GEMMA = dict(
     vocabulary_size=VOCAB,
@@ -103,9 +109,9 @@ def test_fit_matches_keras_hub(config):
     compile: SparseCategoricalCrossentropy(from_logits=True)), same
     optimizer, within float32 round-off."""
     reference, wrapped = _twins(config)
-    reference.compile(optimizer=keras.optimizers.Adam(1e-2))
+    reference.compile(optimizer=keras.optimizers.Adam(1e-2), **JIT)
     model = FusedCausalLM(wrapped)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), **JIT)
     expected, got = _fit(reference), _fit(model)
     np.testing.assert_allclose(got, expected, rtol=1e-5)
     assert got[-1] < got[0]
