@@ -77,8 +77,13 @@ CONFIGS = {
 
 def _causal_lm(config, seed=0):
     keras.utils.set_random_seed(seed)
-    make_backbone, task = CONFIGS[config]
-    return getattr(keras_hub.models, task)(make_backbone(), preprocessor=None)
+    make_backbone, task = CONFIGS[config.removesuffix("_lora")]
+    backbone = make_backbone()
+    if config.endswith("_lora"):
+        # keras-hub's parameter-efficient fine-tuning: only the LoRA
+        # weights train (of the attention's query and value projections).
+        backbone.enable_lora(rank=2)
+    return getattr(keras_hub.models, task)(backbone, preprocessor=None)
 
 
 def _twins(config):
@@ -102,8 +107,9 @@ def _assert_same_weights(a, b, atol):
 
 
 # Plain Gemma is the soft-capped one without the cap (tested below, and in
-# the padding test): two configurations keep the JAX leg short.
-@pytest.mark.parametrize("config", ["gemma2_soft_cap", "gpt2"])
+# the padding test): two configurations keep the JAX leg short. "_lora":
+# with `backbone.enable_lora(rank=2)`, as keras-hub fine-tunes.
+@pytest.mark.parametrize("config", ["gemma2_soft_cap_lora", "gpt2"])
 def test_fit_matches_keras_hub(config):
     """Same loss curve and weights as keras-hub's own fit (its default
     compile: SparseCategoricalCrossentropy(from_logits=True)), same
@@ -118,6 +124,8 @@ def test_fit_matches_keras_hub(config):
     # Adam divides by the root of the gradients' second moment: where a
     # gradient is ~0, its round-off moves the weight by up to ~1e-5.
     _assert_same_weights(reference, wrapped, atol=1e-5)
+    if config.endswith("_lora"):
+        assert len(model.trainable_weights) == 4  # LoRA's, of query and value
 
 
 def _keras_hub_token_losses(causal_lm):
