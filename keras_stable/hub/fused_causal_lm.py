@@ -28,10 +28,18 @@ def import_keras_hub():
     return keras_hub
 
 
+def _called_on(tensor, layer):
+    """The KerasTensors `layer` took to make `tensor` (a flat list), or
+    None where `tensor` is not the output of a call of `layer`."""
+    made = producer(tensor)
+    if made is None or made[0] is not layer:
+        return None
+    return keras.tree.flatten(call_inputs(*made))
+
+
 def _check_causal_lm(causal_lm):
-    """The backbone's output tensor inside `causal_lm`'s graph, once
-    `causal_lm` is checked to be a keras-hub `CausalLM` whose logits are
-    `backbone.token_embedding(backbone(inputs), reverse=True)` — nothing
+    """Checks that `causal_lm` is a keras-hub `CausalLM` whose logits are
+    `backbone.token_embedding(backbone(inputs), reverse=True)`: nothing
     after the reverse embedding (a slice, a cap of its own) that the fused
     loss would skip."""
     keras_hub = import_keras_hub()
@@ -50,18 +58,13 @@ def _check_causal_lm(causal_lm):
             f"{type(embedding).__name__}): FusedCausalLM computes the logits "
             "as that layer's reverse projection."
         )
+    # Walk the functional graph back from the logits: embedding(reverse),
+    # then the backbone, called on the CausalLM's own inputs. (The reverse
+    # call is the only one of the embedding on a float hidden state.)
     outputs = causal_lm.outputs
-    made = producer(outputs[0]) if len(outputs) == 1 else None
-    hidden = None
-    if made is not None and made[0] is embedding:
-        (hidden,) = keras.tree.flatten(call_inputs(*made)) or (None,)
-    made_hidden = producer(hidden) if hidden is not None else None
-    feeds = call_inputs(*made_hidden) if made_hidden is not None else None
-    if (
-        made_hidden is None
-        or made_hidden[0] is not backbone
-        or {id(t) for t in keras.tree.flatten(feeds)} != {id(t) for t in causal_lm.inputs}
-    ):
+    hidden = _called_on(outputs[0], embedding) if len(outputs) == 1 else None
+    feeds = _called_on(hidden[0], backbone) if hidden and len(hidden) == 1 else None
+    if feeds is None or {id(t) for t in feeds} != {id(t) for t in causal_lm.inputs}:
         raise ValueError(
             f"{type(causal_lm).__name__}'s logits are not "
             "`backbone.token_embedding(backbone(inputs), reverse=True)`: "
@@ -69,7 +72,6 @@ def _check_causal_lm(causal_lm):
             "that (GemmaCausalLM, GPT2CausalLM, Llama, Mistral, ...), not "
             "those that slice the logits or cap them outside the embedding."
         )
-    return hidden
 
 
 @register

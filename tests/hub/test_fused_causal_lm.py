@@ -72,6 +72,19 @@ CONFIGS = {
         ),
         "GPT2CausalLM",
     ),
+    # keras-hub's Llama unties its output projection by default: the
+    # `ReversibleEmbedding(tie_weights=False)`'s own `(dim, vocab)` kernel.
+    "llama_untied": (
+        lambda: keras_hub.models.LlamaBackbone(
+            vocabulary_size=VOCAB,
+            num_layers=1,
+            num_query_heads=2,
+            num_key_value_heads=1,
+            hidden_dim=16,
+            intermediate_dim=32,
+        ),
+        "LlamaCausalLM",
+    ),
 }
 
 
@@ -144,6 +157,25 @@ def test_soft_cap_is_honoured():
     causal_lm.backbone.token_embedding.logit_soft_cap = None
     uncapped = _keras_hub_token_losses(causal_lm)
     assert np.abs(fused - uncapped).max() > 1e-2
+
+
+def test_untied_output_projection():
+    """Llama's separate reverse kernel: the loss of keras-hub's logits, and
+    (on torch, the quickest to fit; the path is the same on every backend)
+    the same training."""
+    causal_lm = _causal_lm("llama_untied")
+    assert not causal_lm.backbone.token_embedding.tie_weights
+    model = FusedCausalLM(causal_lm)
+    fused = to_numpy(model.token_losses(causal_lm.backbone(X), Y))
+    np.testing.assert_allclose(fused, _keras_hub_token_losses(causal_lm), rtol=1e-5, atol=1e-6)
+    if BACKEND != "torch":
+        return
+    reference, wrapped = _twins("llama_untied")
+    reference.compile(optimizer=keras.optimizers.Adam(1e-2))
+    model = FusedCausalLM(wrapped)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    np.testing.assert_allclose(_fit(model), _fit(reference), rtol=1e-5)
+    _assert_same_weights(reference, wrapped, atol=1e-5)
 
 
 def test_padding_counts_for_nothing():
