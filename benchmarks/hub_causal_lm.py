@@ -28,7 +28,7 @@ Memory, as in `benchmarks/run.py`:
 
 Usage:
     KERAS_BACKEND=jax python benchmarks/hub_causal_lm.py            # 2 x 1024 tokens
-    KERAS_BACKEND=jax python benchmarks/hub_causal_lm.py --quick    # 2 x 256 tokens, ~15 s
+    KERAS_BACKEND=jax python benchmarks/hub_causal_lm.py --quick    # 2 x 256 tokens
     KERAS_BACKEND=tensorflow python benchmarks/hub_causal_lm.py --batch 2 --length 2048
 """
 
@@ -51,7 +51,11 @@ def parse_args():
     p.add_argument("--vocab", type=int, default=256_000)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--length", type=int, default=1024)
-    p.add_argument("--quick", action="store_true", help="2 x 256 tokens (~15 s)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="2 x 256 tokens (about 45 s on 2 busy CPU cores, mostly compiling)",
+    )
     p.add_argument("--jit-compile", action="store_true", help="TF: compile with XLA")
     opts = p.parse_args()
     if opts.quick:
