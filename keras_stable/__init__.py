@@ -5,6 +5,8 @@ The numerics live in :mod:`keras_stable.ops` (pure functions over ``keras.ops``)
 :mod:`keras_stable.metrics` are thin, serializable classes over them.
 Importing the package registers every class with Keras's serialization, so
 ``.keras`` files load with ``safe_mode=True`` and no ``custom_objects``.
+:mod:`keras_stable.hub` wraps keras-hub models (an optional extra, imported
+only when a model is wrapped).
 """
 
 __version__ = "0.3.1"
