@@ -5,6 +5,8 @@ The numerics live in :mod:`keras_stable.ops` (pure functions over ``keras.ops``)
 :mod:`keras_stable.metrics` are thin, serializable classes over them.
 Importing the package registers every class with Keras's serialization, so
 ``.keras`` files load with ``safe_mode=True`` and no ``custom_objects``.
+:mod:`keras_stable.hub` wraps keras-hub models (an optional extra, imported
+only when a model is wrapped).
 """
 
 __version__ = "0.3.1"
@@ -13,7 +15,8 @@ import importlib as _importlib  # noqa: E402
 
 from keras_stable import _launch  # noqa: E402
 
-_SUBMODULES = ("audit", "callbacks", "layers", "losses", "metrics", "ops", "optimizers")
+# `hub` imports keras-hub only when a model is wrapped (an optional extra).
+_SUBMODULES = ("audit", "callbacks", "hub", "layers", "losses", "metrics", "ops", "optimizers")
 
 
 def _import_submodules():
@@ -35,6 +38,7 @@ def __getattr__(name):
 if not _launch.defer_keras():
     from keras_stable import audit  # noqa: F401
     from keras_stable import callbacks  # noqa: F401
+    from keras_stable import hub  # noqa: F401
     from keras_stable import layers  # noqa: F401
     from keras_stable import losses  # noqa: F401
     from keras_stable import metrics  # noqa: F401

@@ -343,3 +343,16 @@ def portable():
             del os.environ["KERAS_STABLE_PORTABLE"]
         else:
             os.environ["KERAS_STABLE_PORTABLE"] = old
+
+
+def import_keras_hub():
+    """`keras_hub`, or a skip where it is not installed (an optional extra:
+    `pip install keras_stable[hub]`). With `KERAS_STABLE_REQUIRE_HUB` set
+    (the CI leg that installs it) a missing keras-hub is an error."""
+    if os.environ.get("KERAS_STABLE_REQUIRE_HUB"):
+        import keras_hub
+
+        return keras_hub
+    return pytest.importorskip(
+        "keras_hub", reason="needs keras-hub (pip install keras_stable[hub])"
+    )

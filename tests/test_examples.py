@@ -17,10 +17,15 @@ from pathlib import Path
 import keras
 import pytest
 
+from tests.backend_utils import import_keras_hub
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 # The leg each script runs on (torch when not named here).
 LEG = {"attention_long_sequence.py": "jax", "save_load_export.py": "tensorflow"}
+# Scripts that need an optional extra: skipped without it (an error with
+# KERAS_STABLE_REQUIRE_HUB set, see `import_keras_hub`).
+NEEDS_KERAS_HUB = {"keras_hub_causal_lm.py"}
 
 
 def _examples():
@@ -70,6 +75,8 @@ def _run(script):
 @pytest.mark.slow
 @pytest.mark.parametrize("script", _examples())
 def test_example_runs(script):
+    if script.name in NEEDS_KERAS_HUB:
+        import_keras_hub()
     _run(script)
 
 
