@@ -16,6 +16,8 @@ Written against Keras 3.15 and torch 2.13.
 Nothing here imports another keras_stable module.
 """
 
+import sys
+
 import keras
 from keras import ops
 from keras import quantizers
@@ -237,10 +239,10 @@ def dtype_policy_name(loss):
 def keras_ops_modules():
     """The modules whose `ctc_loss` (and other ops) Keras code looks up at
     call time: the public `keras.ops`, and `keras.src.ops`, which Keras's
-    own losses call (`keras.losses.CTC` runs `keras.src.ops.ctc_loss`)."""
-    import keras.src.ops
-
-    return (keras.ops, keras.src.ops)
+    own losses call (`keras.losses.CTC` runs `keras.src.ops.ctc_loss`;
+    loaded with Keras, read from `sys.modules`: no import of `keras.src`)."""
+    internal = sys.modules.get("keras.src.ops")
+    return (keras.ops,) if internal is None else (keras.ops, internal)
 
 
 def wrapped_loss_kwargs(loss):
