@@ -20,6 +20,8 @@ from keras_stable.common.dtypes import nan_where
 from keras_stable.common.dtypes import result_float_dtype
 from keras_stable.common.dtypes import static_shape
 from keras_stable.common.dtypes import to_compute
+from keras_stable.ops._erfc import erfc32
+from keras_stable.ops._erfc import log1p32
 
 _LOG2 = math.log(2.0)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -234,7 +236,9 @@ def _erfc_of_scaled(u):
     Rounding `z = u / sqrt 2` alone moves `erfc(z)` by `2 z^2` units in the
     last place (25 at `u = 5`): the rounding error `d` of `z` is recovered
     (Dekker's exact product, with `1/sqrt 2` split into a short high part
-    and a low part) and `erfc(z + d) = erfc(z) - d * 2/sqrt(pi) * exp(-z^2)`.
+    and a low part) and `erfc(z + d) = erfc(z) - d * 2/sqrt(pi) * exp(-z^2)`
+    in float64; in float32 `erfc32(z, d)` takes it (`keras.ops.erfc` is
+    not accurate enough there, see `_erfc`).
     """
     bits = _SPLIT_BITS["float64" if dtype_of(u) == "float64" else "float32"]
     c_high = math.ldexp(round(math.ldexp(_SQRT1_2, bits)), -bits)
@@ -247,6 +251,12 @@ def _erfc_of_scaled(u):
     z_high = u * c_high
     exact_minus_z_high = ((u_high * c_high - z_high) + u_low * c_high) + u * c_low
     d = (z_high - z) + exact_minus_z_high
+    if dtype_of(u) != "float64":
+        # keras.ops.erfc in float32 is up to 63 units off under XLA: the
+        # value is `erfc32`'s (a table look-up, one rounding), and the
+        # derivatives (all orders) `keras.ops.erfc`'s, through `e - e`.
+        erfc = ops.erfc(z)
+        return ops.stop_gradient(erfc32(z, d)) + (erfc - ops.stop_gradient(erfc))
     # Round-off only: its derivative is not autodiff's business.
     correction = ops.stop_gradient(d * (2.0 / math.sqrt(math.pi)) * ops.exp(-ops.square(z)))
     return ops.erfc(z) - correction
@@ -268,11 +278,14 @@ def log_ndtr(x):
         would cost 25 units in the last place at `x = 5`); below `x = -10`
         (`-20` in float64) the asymptotic series of order 3, as TensorFlow
         Probability's `log_ndtr`, exact to round-off there. In float32,
-        within 2 units in the last place of the exact value from `x = -1e3`
-        to 0 (3 under XLA); above 0 the result is `-Phi(-x)` and as
-        accurate as the backend's float32 `erfc`: 2 units on torch, up to
-        29 under XLA (TF's `jit_compile`, JAX), whose `erfc` is itself up
-        to 58 units off.
+        on every backend, eager or compiled (TF's `jit_compile`, JAX's
+        `jit`): within 1 unit in the last place of the exact value from
+        `x = -10` to 11 (results down to 1e-28) and 2 in the series below.
+        The float32 `erfc` and `log1p` there are the package's own, each
+        within 1 unit (`erfc` from a table at multiples of 1/256 and a
+        Taylor correction, rounded once): `keras.ops.erfc` is up to 63
+        units off under XLA and TF's eager `log1p` 3, which cost up to 29
+        units above 0. Derivatives are `keras.ops.erfc`'s and `log1p`'s.
         The plain `log(ndtr(x))` is `-inf` from `x = -14` in float32 (`Phi`
         underflows) with a NaN gradient; this is finite down to `x = -1e3`
         (`-500006.9`), and its gradient `exp(log_pdf(x) - log_ndtr(x))`
@@ -302,8 +315,17 @@ def log_ndtr(x):
     x_upper = ops.where(ops.logical_and(positive, ops.less(x, 64.0)), x, zeros)
     x_upper = ops.where(ops.greater_equal(x, 64.0), ops.full_like(x, 64.0), x_upper)
     from_series = _log_ndtr_series(x_tail)
-    from_lower_cdf = ops.log(0.5 * _erfc_of_scaled(-x_middle))
-    from_upper_cdf = ops.log1p(-0.5 * _erfc_of_scaled(x_upper))
+    # One erfc for both branches, erfc(|x| / sqrt 2); each log sees only its
+    # own branch's values (the upper erfc underflows to 0).
+    erfc = _erfc_of_scaled(ops.where(positive, x_upper, -x_middle))
+    from_lower_cdf = ops.log(0.5 * ops.where(positive, ops.ones_like(x), erfc))
+    upper_tail = -0.5 * ops.where(positive, erfc, zeros)
+    from_upper_cdf = ops.log1p(upper_tail)
+    if dtype_of(x) != "float64":
+        # TF's eager float32 log1p is 3 units off: the value is log1p32's,
+        # the derivatives keras.ops.log1p's.
+        accurate = ops.stop_gradient(log1p32(upper_tail))
+        from_upper_cdf = accurate + (from_upper_cdf - ops.stop_gradient(from_upper_cdf))
     out = ops.where(tail, from_series, ops.where(positive, from_upper_cdf, from_lower_cdf))
     # -inf gives -inf, without gradient (NaN falls in the middle branch as
     # 0: put it back).
