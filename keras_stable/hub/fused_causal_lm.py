@@ -129,7 +129,7 @@ class FusedCausalLM(keras.Model):
         label outside `[0, vocabulary)` with a nonzero weight gives NaN
         (never the loss of a clamped index); with weight 0 it gives 0.
 
-    Example:
+    Examples:
         (A fenced example, not a doctest: keras-hub is an optional extra;
         `examples/keras_hub_causal_lm.py` runs it.)
 

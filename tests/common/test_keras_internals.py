@@ -27,6 +27,7 @@ from keras_stable.common.keras_internals import flash_attention_enabled
 from keras_stable.common.keras_internals import gqa_projections
 from keras_stable.common.keras_internals import keras_logits
 from keras_stable.common.keras_internals import keras_mask
+from keras_stable.common.keras_internals import keras_ops_modules
 from keras_stable.common.keras_internals import producer
 from keras_stable.common.keras_internals import replace_sublayer
 from keras_stable.common.keras_internals import returns_attention_scores
@@ -411,6 +412,24 @@ def test_set_metric_direction_is_read_by_keras_callbacks(direction, better):
 
 
 # -- Optimizers ----------------------------------------------------------------
+
+
+def test_keras_ops_modules_hold_the_ctc_loss_that_keras_losses_call():
+    public, internal = keras_ops_modules()
+    assert public is keras.ops
+    calls = []
+    original = internal.ctc_loss
+
+    def watched(*args, **kwargs):
+        calls.append(len(args))
+        return original(*args, **kwargs)
+
+    internal.ctc_loss = watched
+    try:
+        keras.losses.CTC()(np.array([[1, 2]], "int32"), np.zeros((1, 4, 3), "float32"))
+    finally:
+        internal.ctc_loss = original
+    assert calls
 
 
 def test_optimizer_state_readers():
