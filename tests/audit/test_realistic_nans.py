@@ -287,7 +287,8 @@ def _captcha_model(form):
     frames = keras.layers.Dense(5, name="frames")(images)
     outputs = _CTCLayer(form, name="ctc_loss")(labels, frames)
     model = keras.Model([images, labels], outputs)
-    model.compile(optimizer=keras.optimizers.SGD(0.1))
+    # Eager: the loss in a layer is the point, not XLA (minutes of compile).
+    model.compile(optimizer=keras.optimizers.SGD(0.1), jit_compile=False)
     _, x, y = _ctc_model()
     return model, [x, y]
 
@@ -303,7 +304,8 @@ def test_a_ctc_loss_added_in_a_layer_names_its_infeasible_labels(form):
     # op), a large finite loss elsewhere.
     assert history.history["loss"][0] > 10 or not np.isfinite(history.history["loss"][0])
     model, x = _captcha_model(form)
-    report = audit(model, x, modes=MODES)
+    # The labels are read in the eager run before the modes: one is enough.
+    report = audit(model, x, modes=["eager"])
     assert {(f.layer, f.trap) for f in report.findings} == {("ctc_loss", "ctc_infeasible")}, str(
         report
     )
@@ -315,7 +317,7 @@ def test_a_ctc_loss_added_in_a_layer_names_its_infeasible_labels(form):
     history = model.fit(x, epochs=2, batch_size=3, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
     # Still named: the label stays wrong, its sample is 0 now.
-    report = audit(model, x, modes=MODES)
+    report = audit(model, x, modes=["eager"])
     assert [(f.layer, f.trap, f.examples) for f in report.findings] == [
         ("ctc_loss", "ctc_infeasible", (1,))
     ], str(report)
@@ -325,7 +327,7 @@ def test_a_feasible_ctc_loss_in_a_layer_is_clean():
     model, (x, y) = _captcha_model("keras.ops")
     y = y.copy()
     y[1] = [1, 2, 3, 0]
-    assert audit(model, [x, y], modes=MODES).ok
+    assert audit(model, [x, y], modes=["eager"]).ok
 
 
 def test_a_linear_softmax_head_is_audited_at_the_scale_fit_trains_it():
