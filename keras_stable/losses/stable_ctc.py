@@ -44,6 +44,29 @@ def check_ctc_inputs(y_true, y_pred, frames):
             )
 
 
+def read_ctc_inputs(y_true, y_pred, frames):
+    """Checks `(y_true, y_pred)` and `frames` (the Keras mask of `y_pred`,
+    or None) and reads them as CTC does: returns `(y_pred, target,
+    target_length, frames, output_length)`, the int32 labels and their
+    lengths (nonzero entries; 0 pads), boolean frames (every frame where
+    there is no mask), and `output_length`, the frame counts where every
+    frame is input (else None). `StableCTC` and `CTCInfeasibleLabels` read
+    their inputs with it."""
+    y_true = ops.convert_to_tensor(y_true)
+    y_pred = ops.convert_to_tensor(y_pred)
+    check_ctc_inputs(y_true, y_pred, frames)
+    target = ops.cast(y_true, "int32")
+    target_length = ops.sum(ops.cast(ops.not_equal(target, 0), "int32"), axis=1)
+    output_length = None
+    if frames is None:
+        # Every frame is input: the first `max_time` of each sample.
+        frames = ops.ones_like(y_pred[:, :, 0], dtype="bool")
+        output_length = ops.sum(ops.cast(frames, "int32"), axis=1)
+    elif dtype_of(frames) != "bool":
+        frames = ops.greater(frames, 0)
+    return y_pred, target, target_length, frames, output_length
+
+
 @register
 class StableCTC(StableLoss):
     """Connectionist temporal classification loss, a drop-in for `keras.losses.CTC`.
@@ -137,19 +160,10 @@ class StableCTC(StableLoss):
 
     def _losses(self, y_true, y_pred, frames):
         self._warn_if_probabilities(y_pred)
-        y_true = ops.convert_to_tensor(y_true)
-        y_pred = ops.convert_to_tensor(y_pred)
-        check_ctc_inputs(y_true, y_pred, frames)
-        target = ops.cast(y_true, "int32")
-        target_length = ops.sum(ops.cast(ops.not_equal(target, 0), "int32"), axis=1)
+        y_pred, target, target_length, frames, output_length = read_ctc_inputs(
+            y_true, y_pred, frames
+        )
         logits = ops.cast(y_pred, compute_dtype_of(dtype_of(y_pred)))
-        output_length = None
-        if frames is None:
-            # Every frame is input: the first `max_time` of each sample.
-            frames = ops.ones_like(logits[:, :, 0], dtype="bool")
-            output_length = ops.sum(ops.cast(frames, "int32"), axis=1)
-        elif dtype_of(frames) != "bool":
-            frames = ops.greater(frames, 0)
         return ctc_loss_over_frames(
             target, logits, target_length, frames, 0, self.zero_infinity, output_length
         )

@@ -3,12 +3,11 @@
 import keras
 from keras import ops
 
-from keras_stable.common.dtypes import dtype_of
 from keras_stable.common.keras_internals import set_metric_direction
 from keras_stable.common.reduction import align_weights
 from keras_stable.common.reduction import keras_mask_of
 from keras_stable.common.serialization import register
-from keras_stable.losses.stable_ctc import check_ctc_inputs
+from keras_stable.losses.stable_ctc import read_ctc_inputs
 from keras_stable.ops.ctc import ctc_feasible_over_frames
 
 
@@ -71,16 +70,7 @@ class CTCInfeasibleLabels(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         """Adds the number of infeasible labels of one batch."""
-        frames = keras_mask_of(y_pred)
-        y_true = ops.convert_to_tensor(y_true)
-        y_pred = ops.convert_to_tensor(y_pred)
-        check_ctc_inputs(y_true, y_pred, frames)
-        target = ops.cast(y_true, "int32")
-        target_length = ops.sum(ops.cast(ops.not_equal(target, 0), "int32"), axis=1)
-        if frames is None:
-            frames = ops.ones_like(y_pred[:, :, 0], dtype="bool")
-        elif dtype_of(frames) != "bool":
-            frames = ops.greater(frames, 0)
+        _, target, target_length, frames, _ = read_ctc_inputs(y_true, y_pred, keras_mask_of(y_pred))
         infeasible = ops.logical_not(ctc_feasible_over_frames(target, target_length, frames))
         if sample_weight is not None:
             weights = align_weights(sample_weight, target_length)

@@ -50,9 +50,8 @@ def test_counts_the_labels_longer_than_their_frames():
     assert np.all(per_sample[(needed <= TIME) & (needed > 0)] > 0)
 
 
-def test_padding_past_the_label_is_not_read():
-    # [1, 1] needs 3 frames; whatever follows the first 0 is padding for
-    # StableCTC's length (the count of nonzero entries) only when zeros.
+def test_a_repeated_class_needs_a_blank_frame_between():
+    # [1, 1] needs 3 frames (a blank between the two), [1, 2] needs 2.
     logits = np.zeros((2, 2, CLASSES), "float32")
     labels = np.array([[1, 1, 0], [1, 2, 0]], "int32")
     assert _count(labels, logits) == 1
