@@ -4,7 +4,8 @@
 # torch): the demo, its console script and the audit's command line. Then
 # the docs in strict mode from a virtual environment with the docs extra
 # only (which brings JAX, the one backend). About two minutes, most of it
-# pip installing the local wheels.
+# pip installing the local wheels. It uses `python` for pip only (any
+# Python with pip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +16,12 @@ trap 'rm -rf "$WORK"' EXIT
 start=$SECONDS
 
 echo "=== fresh user: wheel ==="
-python -m pip wheel -q --no-deps --wheel-dir "$WORK/dist" .
+# Built from a copy of the checkout's files (tracked and not ignored), so
+# that nothing is built in the checkout itself: .ci/run runs this script
+# while it installs the package there.
+mkdir "$WORK/src"
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$WORK/src"
+python -m pip wheel -q --no-deps --wheel-dir "$WORK/dist" "$WORK/src"
 WHEEL=$(ls "$WORK"/dist/keras_stable-*.whl)
 unzip -l "$WHEEL" | grep -q "LICENSE" || { echo "the wheel has no LICENSE"; exit 1; }
 # The audit's pages, copied from docs/ by setup.py's build step (the listing
@@ -51,7 +57,7 @@ echo "=== fresh user: keras + jax only, from the wheel ==="
 
 echo "=== fresh user: docs from the docs extra (one backend) ==="
 "$PYTHON" -m venv "$WORK/docs"
-"$WORK/docs/bin/python" -m pip install -q "keras==3.15.1" "jax==0.10.2" "jaxlib==0.10.2" ".[docs]"
+"$WORK/docs/bin/python" -m pip install -q "keras==3.15.1" "jax==0.10.2" "jaxlib==0.10.2" "$WORK/src[docs]"
 (
     unset KERAS_BACKEND
     export KERAS_HOME="$WORK/keras_home" TF_CPP_MIN_LOG_LEVEL=3

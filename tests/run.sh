@@ -10,16 +10,22 @@ status=0
 for backend in tensorflow jax torch; do
     echo "=== KERAS_BACKEND=$backend ==="
     start=$SECONDS
-    # One backend-matrix pass: TensorFlow runs every test eagerly and
-    # compiled (XLA), torch eagerly, JAX compiled only (a JAX user's `fit` is
-    # jitted; KERAS_STABLE_TEST_MODES, see tests/backend_utils.py), and the
-    # kernels' edge grid, compiled on the TensorFlow leg, is not rerun on JAX.
+    # One backend-matrix pass (KERAS_STABLE_TEST_MODES, see
+    # tests/backend_utils.py): TensorFlow runs the numerical tests eagerly
+    # (its own kernels, those of `fit`'s graph mode) and `fit` with XLA (the
+    # harness trains every layer and loss with `jit_compile=True`), JAX compiled only
+    # (XLA; a JAX user's `fit` is jitted), torch eagerly. The tests about
+    # compiling itself run both modes on TensorFlow and JAX whatever the
+    # leg. Keras's own tests run against our classes (tests/keras_parity,
+    # Python-level contracts: arguments, shapes, masks, configs) and the
+    # docstring examples run on the TensorFlow and torch legs, not again on
+    # JAX (optax's parity, a JAX library, does).
     only=()
-    modes=""
+    modes=eager
     cache=""
     jax_cache=()
     if [ "$backend" = jax ]; then
-        only=(-k "not (test_edge_grid_of_cases_py and compiled)")
+        only=(--ignore-glob="tests/keras_parity/test_keras_*.py" --ignore=keras_stable)
         modes=compiled
         # JAX's persistent compilation cache, fresh for this run and shared
         # by the workers: the tests compile the same programs from new
