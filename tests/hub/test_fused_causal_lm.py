@@ -2,7 +2,8 @@
 
 Tiny random-weight Gemma (plain, and Gemma 2-style with a final logit soft
 cap) and GPT-2 models, built without a preprocessor: the same loss curve and
-the same weights as keras-hub's `fit` after a few steps, padding weighted
+the same weights as keras-hub's `fit` after a few steps (the same loss
+curve under mixed_bfloat16 and mixed_float16), padding weighted
 out as keras-hub's preprocessor's `sample_weight` does, logits, `generate`
 and `score` unchanged, a `.keras` round trip that goes on training alike.
 Skipped without keras-hub, unless `KERAS_STABLE_REQUIRE_HUB` is set.
@@ -14,6 +15,7 @@ import pytest
 
 from keras_stable.hub import FusedCausalLM
 from tests.backend_utils import BACKEND
+from tests.backend_utils import TOLERANCES
 from tests.backend_utils import import_keras_hub
 from tests.backend_utils import to_numpy
 
@@ -139,6 +141,27 @@ def test_fit_matches_keras_hub(config):
     _assert_same_weights(reference, wrapped, atol=1e-5)
     if config.endswith("_lora"):
         assert len(model.trainable_weights) == 4  # LoRA's, of query and value
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_fit_matches_keras_hub(policy):
+    """Under a mixed policy (Gemma 2-style soft caps; `compile` wraps the
+    optimizer in a LossScaleOptimizer under mixed_float16, for both): the
+    loss curve of keras-hub's own fit within the compute dtype's round-off.
+    (keras-hub's GPT-2 under mixed_float16 does not run on JAX's CPU: an
+    `F16_F16_F32` dot_general, its own model's.)"""
+    keras.config.set_dtype_policy(policy)
+    reference, wrapped = _twins("gemma2_soft_cap")
+    assert wrapped.backbone.token_embedding.compute_dtype == policy.removeprefix("mixed_")
+    reference.compile(optimizer=keras.optimizers.Adam(1e-2), **JIT)
+    model = FusedCausalLM(wrapped)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), **JIT)
+    if policy == "mixed_float16":
+        assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    expected, got = _fit(reference), _fit(model)
+    assert np.isfinite(got).all() and got[-1] < got[0]
+    rtol, atol = TOLERANCES[policy.removeprefix("mixed_")]
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
 
 
 def _keras_hub_token_losses(causal_lm):
