@@ -164,6 +164,54 @@ def test_mixed_precision_fit_matches_keras_hub(policy):
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
 
 
+@pytest.mark.jax
+@pytest.mark.parametrize("kind", ["data_parallel", "model_parallel"])
+def test_fit_on_two_devices_matches_keras_hub_on_one(kind):
+    """`keras.distribution` over the pytest process's two host devices
+    (tests/conftest.py): `DataParallel`, and `ModelParallel` with
+    keras-hub's own Gemma layout map, which shards the token embedding
+    over the vocabulary (the fused loss reads it sharded in place). The
+    loss curve is keras-hub's fit on one device."""
+    import jax
+
+    devices = jax.devices()
+    if len(devices) < 2:
+        pytest.skip("needs XLA_FLAGS=--xla_force_host_platform_device_count=2 before JAX starts")
+    devices = devices[:2]
+    # Two key/value heads: the layout map shards the heads over "model".
+    config = dict(GEMMA, num_key_value_heads=2, final_logit_soft_cap=1.5)
+    keras.utils.set_random_seed(0)
+    reference = keras_hub.models.GemmaCausalLM(
+        keras_hub.models.GemmaBackbone(**config), preprocessor=None
+    )
+    reference.compile(optimizer=keras.optimizers.Adam(1e-2))
+    if kind == "data_parallel":
+        distribution = keras.distribution.DataParallel(devices=devices)
+        spec = (None, None)
+    else:
+        mesh = keras.distribution.DeviceMesh((1, 2), ["batch", "model"], devices)
+        layout_map = keras_hub.models.GemmaBackbone.get_layout_map(mesh)
+        distribution = keras.distribution.ModelParallel(
+            layout_map=layout_map, batch_dim_name="batch"
+        )
+        spec = ("model", "batch")
+    previous = keras.distribution.distribution()
+    keras.distribution.set_distribution(distribution)
+    try:
+        causal_lm = keras_hub.models.GemmaCausalLM(
+            keras_hub.models.GemmaBackbone(**config), preprocessor=None
+        )
+        causal_lm.set_weights(reference.get_weights())
+        model = FusedCausalLM(causal_lm)
+        model.compile(optimizer=keras.optimizers.Adam(1e-2))
+        got = _fit(model)
+    finally:
+        keras.distribution.set_distribution(previous)
+    sharding = causal_lm.backbone.token_embedding.embeddings.value.sharding
+    assert len(sharding.device_set) == 2 and tuple(sharding.spec) == spec
+    np.testing.assert_allclose(got, _fit(reference), rtol=1e-5)
+
+
 def _keras_hub_token_losses(causal_lm):
     logits = causal_lm(X)
     return to_numpy(keras.losses.sparse_categorical_crossentropy(Y, logits, from_logits=True))
