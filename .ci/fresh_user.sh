@@ -4,8 +4,8 @@
 # torch): the demo, its console script and the audit's command line. Then
 # the docs in strict mode from a virtual environment with the docs extra
 # only (which brings JAX, the one backend). About two minutes, most of it
-# pip installing the local wheels. It uses `python` for pip only (any
-# Python with pip).
+# pip installing the local wheels. The wheel is built with the calling
+# environment's `python` (any Python with pip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

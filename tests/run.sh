@@ -12,14 +12,14 @@ for backend in tensorflow jax torch; do
     start=$SECONDS
     # One backend-matrix pass (KERAS_STABLE_TEST_MODES, see
     # tests/backend_utils.py): TensorFlow runs the numerical tests eagerly
-    # (its own kernels, those of `fit`'s graph mode) and `fit` with XLA (the
-    # harness trains every layer and loss with `jit_compile=True`), JAX compiled only
-    # (XLA; a JAX user's `fit` is jitted), torch eagerly. The tests about
-    # compiling itself run both modes on TensorFlow and JAX whatever the
-    # leg. Keras's own tests run against our classes (tests/keras_parity,
-    # Python-level contracts: arguments, shapes, masks, configs) and the
-    # docstring examples run on the TensorFlow and torch legs, not again on
-    # JAX (optax's parity, a JAX library, does).
+    # (its own kernels, those of `fit`'s graph mode) and `fit` with XLA
+    # (the harness trains every layer and loss with `jit_compile=True`),
+    # JAX compiled only (XLA; a JAX user's `fit` is jitted), torch eagerly.
+    # The tests about compiling itself run both modes on TensorFlow and JAX
+    # whatever the leg. Keras's own tests run against our classes
+    # (tests/keras_parity: Python-level contracts, i.e. arguments, shapes,
+    # masks, configs) and the docstring examples run on the TensorFlow and
+    # torch legs, not again on JAX (optax's parity, a JAX library, does).
     only=()
     modes=eager
     cache=""
