@@ -13,7 +13,7 @@ recomputes them), and needs 0.3 GiB for the same step (XLA's plan, JAX).
 The script runs that step (value and gradient with respect to the query,
 the key and the value; compiled on TF and JAX, eager on torch), checks that
 every number is finite, and compares four query rows of the output with a
-float64 NumPy computation over all 32768 keys. On JAX it also prints XLA's
+float64 NumPy computation over all the keys. On JAX it also prints XLA's
 memory plan of both steps at 32768 keys (compiled, never run).
 
     KERAS_BACKEND=jax python examples/attention_long_sequence.py

@@ -1,14 +1,13 @@
 """`Guarded`: skipped steps leave everything bit-identical, finite steps are
 the wrapped optimizer's bit for bit, in `fit` on every execution mode."""
 
-import os
-
 import keras
 import numpy as np
 import pytest
 
 from keras_stable.optimizers import Guarded
 from tests.backend_utils import BACKEND
+from tests.backend_utils import MODES
 
 # The execution modes of `fit` on this backend (KERAS_STABLE_TEST_MODES
 # narrows them as it does for the other tests).
@@ -21,8 +20,7 @@ _FIT_MODES = {
     "jax": {"eager": {"run_eagerly": True}, "jit": {"jit_compile": True}},
     "torch": {"eager": {"jit_compile": False}},
 }[BACKEND]
-_CHOSEN = os.environ.get("KERAS_STABLE_TEST_MODES", "")
-if "compiled" in _CHOSEN.split(","):
+if "eager" not in MODES:
     _FIT_MODES = {k: v for k, v in _FIT_MODES.items() if k != "eager"} or _FIT_MODES
 
 OPTIMIZERS = {
